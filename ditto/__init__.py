@@ -1,0 +1,80 @@
+"""Ditto: a DAG-based worker runtime for agent memory and context.
+
+Declare graphs of ``DOMAIN.VERB`` node invocations, register workers that implement them, and get
+every outcome back as a :class:`NodeResult`.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ditto.config import Settings, load_config
+from ditto.contracts import NodeContract, NodeResult, NodeStatus
+from ditto.errors import (
+    ConfigError,
+    DittoError,
+    ErrorCode,
+    ErrorInfo,
+    GraphError,
+    InvalidInputError,
+    NodeFailedError,
+    NoWorkerAvailableError,
+    RuntimeClosedError,
+    UnknownNodeError,
+    UnknownWorkerError,
+    WorkerCleanupError,
+    WorkerDefinitionError,
+)
+from ditto.graph import Graph, Task, graph
+from ditto.runtime import (
+    Ditto,
+    ExecutionScope,
+    GraphRunError,
+    NodeContext,
+    NodeSpec,
+    RunResult,
+    WorkerDefinition,
+    WorkerHandle,
+    WorkerInfo,
+    create_ditto,
+    define_worker,
+)
+
+try:
+    __version__ = version("ditto-runtime")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = (
+    "ConfigError",
+    "Ditto",
+    "DittoError",
+    "ErrorCode",
+    "ErrorInfo",
+    "ExecutionScope",
+    "Graph",
+    "GraphError",
+    "GraphRunError",
+    "InvalidInputError",
+    "NoWorkerAvailableError",
+    "NodeContext",
+    "NodeContract",
+    "NodeFailedError",
+    "NodeResult",
+    "NodeSpec",
+    "NodeStatus",
+    "RunResult",
+    "RuntimeClosedError",
+    "Settings",
+    "Task",
+    "UnknownNodeError",
+    "UnknownWorkerError",
+    "WorkerCleanupError",
+    "WorkerDefinition",
+    "WorkerDefinitionError",
+    "WorkerHandle",
+    "WorkerInfo",
+    "__version__",
+    "create_ditto",
+    "define_worker",
+    "graph",
+    "load_config",
+)

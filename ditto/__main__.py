@@ -1,0 +1,5 @@
+"""``python -m ditto`` runs the ``ditto`` command."""
+
+from ditto.cli.app import main
+
+main()

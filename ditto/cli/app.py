@@ -1,0 +1,147 @@
+"""``ditto``: the command line entry point.
+
+Exit codes: 0 success, 1 the demo ran but something in it did not behave, 2 usage or
+configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import ditto
+from ditto.config import load_config, redact_url, resolve_config_path
+from ditto.config.settings import Settings
+from ditto.errors import ConfigError
+
+__all__ = ("app", "main")
+
+app = typer.Typer(
+    name="ditto",
+    help="Ditto: a DAG-based worker runtime for agent memory and context.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+console = Console()
+errors = Console(stderr=True)
+
+EXIT_USAGE = 2
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"ditto {ditto.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Ditto: a DAG-based worker runtime for agent memory and context."""
+
+
+@config_app.command("check")
+def config_check(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="YAML file; default $DITTO_CONFIG, else ./ditto.yaml if present."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Validate the configuration and print the effective settings (secrets redacted)."""
+    try:
+        settings = load_config(path)
+    except ConfigError as exc:
+        errors.print(f"[red]invalid configuration:[/red] {exc.message}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    source = resolve_config_path(path, _environ())
+    effective = _effective(settings)
+    if as_json:
+        typer.echo(json.dumps({"source": str(source) if source else None, "settings": effective}))
+        return
+    table = Table(title=f"Effective settings ({source or 'library defaults'})")
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in _flatten(effective):
+        table.add_row(key, "null" if value is None else str(value))
+    console.print(table)
+
+
+@app.command()
+def demo(
+    topic: Annotated[str, typer.Option(help="What the demo researches.")] = "agent memory",
+) -> None:
+    """Run the demo graph: fan-out, a dependency, a failed node, a timeout."""
+    import anyio
+
+    from ditto.demo import run_demo
+
+    result = anyio.run(run_demo, topic)
+    table = Table(title=f"graph {result.graph_id!r}  run {result.run_id}")
+    for column in ("task", "node", "status", "worker", "ms", "output / error"):
+        table.add_column(column)
+    colours = {"success": "green", "failed": "red", "timeout": "yellow", "cancelled": "magenta"}
+    for task_id, node in result.items():
+        detail = (
+            str(node.output)
+            if node.ok
+            else f"{node.error.code}: {node.error.message}"
+            if node.error
+            else ""
+        )
+        table.add_row(
+            task_id,
+            node.node,
+            f"[{colours[node.status]}]{node.status}[/]",
+            node.worker_id or "-",
+            f"{node.duration_ms:.1f}",
+            detail,
+        )
+    console.print(table)
+    summary = result["summarize"]
+    if not summary.ok:
+        errors.print("[red]the summary did not succeed[/red]")
+        raise typer.Exit(1)
+    console.print(f"[bold]summary:[/bold] {summary.unwrap().text}")
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def _effective(settings: Settings) -> dict[str, Any]:
+    tree = settings.model_dump(mode="json")
+    tree["workers"]["memory"]["postgres_url"] = redact_url(settings.workers.memory.postgres_url)
+    tree["workers"]["context"]["redis_url"] = redact_url(settings.workers.context.redis_url)
+    return tree
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, dotted + "."))
+        else:
+            rows.append((dotted, value))
+    return rows
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,106 @@
+"""The frozen settings tree that ``ditto.yaml`` and the environment resolve to.
+
+Every model is strict (no coercion from strings), forbids unknown keys and is frozen. Behaviour
+defaults live in YAML; URLs and credentials only ever come from the environment (see
+``ENV_ONLY``) and are held as ``SecretStr`` so they never print by accident.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = (
+    "ENV_ONLY",
+    "ContextWorkerSettings",
+    "MemoryWorkerSettings",
+    "RuntimeSettings",
+    "Settings",
+    "WorkersSettings",
+    "redact_url",
+)
+
+MAX_TIMEOUT_MS = 2**31 - 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RuntimeSettings(_Strict):
+    """``runtime:`` — scheduling defaults."""
+
+    timeout_ms: int = Field(30_000, ge=1, le=MAX_TIMEOUT_MS)
+    """Deadline of every node invocation unless the call, the task or the run sets a shorter
+    one (milliseconds, 1..2^31-1)."""
+    graph_concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    """Most tasks of one graph run in flight at once; ``null`` is unlimited. A ``concurrency``
+    argument to ``run()`` takes precedence."""
+
+
+def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:
+    if value is None:
+        return
+    parts = urlsplit(value.get_secret_value())
+    if parts.scheme not in schemes or not (parts.hostname or parts.path):
+        # Never echo the value: it may carry a password.
+        raise ValueError(f"{variable} must be a URL with scheme {' or '.join(schemes)}")
+
+
+class MemoryWorkerSettings(_Strict):
+    """``workers.memory:`` — the MEMORY worker."""
+
+    postgres_url: SecretStr | None = None
+    """From ``DITTO_WORKER_MEMORY_POSTGRES_URL`` only (never YAML)."""
+
+    @field_validator("postgres_url")
+    @classmethod
+    def _postgres_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("postgresql", "postgres"), "DITTO_WORKER_MEMORY_POSTGRES_URL")
+        return value
+
+
+class ContextWorkerSettings(_Strict):
+    """``workers.context:`` — the CONTEXT worker."""
+
+    redis_url: SecretStr | None = None
+    """From ``DITTO_WORKER_CONTEXT_REDIS_URL`` only (never YAML)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("redis", "rediss", "unix"), "DITTO_WORKER_CONTEXT_REDIS_URL")
+        return value
+
+
+class WorkersSettings(_Strict):
+    """``workers:`` — per-worker settings."""
+
+    memory: MemoryWorkerSettings = MemoryWorkerSettings()
+    context: ContextWorkerSettings = ContextWorkerSettings()
+
+
+class Settings(_Strict):
+    """The whole configuration; build it with :func:`ditto.config.load_config`."""
+
+    runtime: RuntimeSettings = RuntimeSettings()
+    workers: WorkersSettings = WorkersSettings()
+
+
+ENV_ONLY: dict[tuple[str, ...], str] = {
+    ("workers", "memory", "postgres_url"): "DITTO_WORKER_MEMORY_POSTGRES_URL",
+    ("workers", "context", "redis_url"): "DITTO_WORKER_CONTEXT_REDIS_URL",
+}
+"""Settings that come from environment variables only: key path -> variable."""
+
+
+def redact_url(secret: SecretStr | None) -> str | None:
+    """``scheme://host:port/path`` with any user name and password replaced by ``***``."""
+    if secret is None:
+        return None
+    parts = urlsplit(secret.get_secret_value())
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}"

@@ -1,0 +1,54 @@
+"""``NodeResult``: the envelope every invocation of every node type comes back in."""
+
+from __future__ import annotations
+
+from typing import Generic, Literal, TypeVar
+
+import msgspec
+
+from ditto.errors import ErrorInfo, NodeFailedError
+
+__all__ = ("NodeResult", "NodeStatus")
+
+T = TypeVar("T")
+
+NodeStatus = Literal["success", "failed", "cancelled", "timeout"]
+
+
+class NodeResult(msgspec.Struct, Generic[T], frozen=True):
+    """The outcome of one node invocation.
+
+    A business failure is a ``failed`` result, never an exception: callers (and graph binders)
+    check :attr:`ok` or call :meth:`unwrap`. Every non-success result carries an ``error``.
+    """
+
+    execution_id: str
+    """Fresh UUID of this invocation."""
+    node: str
+    """Node type, e.g. ``"MEMORY.WRITE"``."""
+    status: NodeStatus
+    """``success``, ``failed``, ``cancelled`` or ``timeout``."""
+    output: T | None = None
+    """The node's output; present on success only."""
+    error: ErrorInfo | None = None
+    """Why the node did not succeed; present on every other status."""
+    worker_id: str | None = None
+    """The replica that ran the node, when one was chosen."""
+    duration_ms: float = 0.0
+    """Wall time inside the runtime, from admission to result."""
+
+    @property
+    def ok(self) -> bool:
+        """True when :attr:`status` is ``success``."""
+        return self.status == "success"
+
+    def unwrap(self) -> T:
+        """Return the output of a successful result.
+
+        Raises:
+            NodeFailedError: The result is not a success; carries the :class:`ErrorInfo`.
+        """
+        if self.status == "success":
+            return self.output  # type: ignore[return-value]
+        assert self.error is not None, "a non-success NodeResult always carries an error"
+        raise NodeFailedError(self.node, self.status, self.error)

@@ -1,0 +1,117 @@
+"""The demo that ``ditto demo`` runs: one graph over a worker defined right here.
+
+It shows the four things every Ditto graph deals with:
+
+* **fan-out** — four lookups start at once, each on the ``research`` worker;
+* **a dependency** — ``summarize`` waits for all of them;
+* **a failed node checked by a binder** — the ``archive`` lookup fails with ``NOT_FOUND``, and
+  the summary's binder skips it after checking ``.ok`` instead of crashing on a missing output;
+* **a timeout** — the ``web`` lookup is slower than its task timeout and ends as ``timeout``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import msgspec
+
+from ditto.contracts.result import NodeResult
+from ditto.errors import DittoError, ErrorCode
+from ditto.graph.builder import Graph, graph
+from ditto.runtime.context import NodeContext
+from ditto.runtime.results import RunResult
+from ditto.runtime.runtime import create_ditto
+from ditto.runtime.worker import WorkerDefinition, define_worker
+
+__all__ = ("SOURCES", "build_graph", "build_worker", "run_demo")
+
+SOURCES = ("notes", "wiki", "archive", "web")
+"""The lookups the demo fans out to: ``archive`` fails, ``web`` times out."""
+
+_FACTS = {
+    "notes": "Context is the working set of one task; it expires with a TTL.",
+    "wiki": "Memory is durable: records outlive the process that wrote them.",
+}
+_SLOW_SOURCE_DELAY = 2.0
+_SLOW_SOURCE_TIMEOUT = 0.2
+
+
+class Lookup(msgspec.Struct, frozen=True):
+    source: str
+    topic: str
+
+
+class Found(msgspec.Struct, frozen=True):
+    source: str
+    facts: list[str]
+
+
+class SummaryRequest(msgspec.Struct, frozen=True):
+    topic: str
+    facts: list[str]
+    skipped: dict[str, str]
+
+
+class Summary(msgspec.Struct, frozen=True):
+    text: str
+    sources_used: int
+    skipped: dict[str, str]
+
+
+async def lookup(request: Lookup, ctx: NodeContext) -> Found:
+    if request.source == "archive":
+        raise DittoError(f"the archive has nothing on {request.topic!r}", code=ErrorCode.NOT_FOUND)
+    if request.source == "web":
+        await anyio.sleep(_SLOW_SOURCE_DELAY)  # slower than the task's timeout
+    fact = _FACTS.get(request.source, f"{request.source} knows {request.topic}.")
+    return Found(request.source, [fact])
+
+
+async def summarize(request: SummaryRequest, ctx: NodeContext) -> Summary:
+    text = " ".join(request.facts) if request.facts else "Nothing found."
+    return Summary(text, len(request.facts), request.skipped)
+
+
+def build_worker() -> WorkerDefinition:
+    """The ``research`` worker: ``RESEARCH.LOOKUP`` and ``RESEARCH.SUMMARIZE``."""
+    return define_worker("research", {"RESEARCH.LOOKUP": lookup, "RESEARCH.SUMMARIZE": summarize})
+
+
+def _bind_summary(topic: str, deps: Mapping[str, NodeResult[Any]]) -> SummaryRequest:
+    facts: list[str] = []
+    skipped: dict[str, str] = {}
+    for task_id, result in deps.items():
+        if result.ok:  # never touch .output of a failed or timed-out node
+            facts.extend(result.unwrap().facts)
+        else:
+            skipped[task_id] = result.status
+    return SummaryRequest(topic, facts, skipped)
+
+
+def _bind_lookup(source: str) -> Callable[[str, Mapping[str, NodeResult[Any]]], Lookup]:
+    def bind(topic: str, deps: Mapping[str, NodeResult[Any]]) -> Lookup:
+        return Lookup(source, topic)
+
+    return bind
+
+
+def build_graph() -> Graph:
+    """Four lookups fanned out from the run input, then one summary that depends on all."""
+    plan = graph("demo-research")
+    for source in SOURCES:
+        plan = plan.node(
+            source,
+            "RESEARCH.LOOKUP",
+            [],
+            _bind_lookup(source),
+            timeout=_SLOW_SOURCE_TIMEOUT if source == "web" else None,
+        )
+    return plan.node("summarize", "RESEARCH.SUMMARIZE", list(SOURCES), _bind_summary)
+
+
+async def run_demo(topic: str = "agent memory") -> RunResult:
+    """Run the demo graph on a fresh runtime and return its result."""
+    async with create_ditto(workers=[build_worker()]) as runtime:
+        return await runtime.run(build_graph(), topic)

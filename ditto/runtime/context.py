@@ -1,0 +1,90 @@
+"""What a handler receives besides its input: where it runs, for whom, until when, and a way to
+call other nodes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import anyio
+
+if TYPE_CHECKING:
+    from ditto.contracts.result import NodeResult
+    from ditto.runtime.runtime import Ditto
+
+__all__ = ("ExecutionScope", "NodeContext")
+
+
+class ExecutionScope(NamedTuple):
+    """Where an invocation sits in a graph run (``None`` for a top-level ``invoke``)."""
+
+    graph_id: str
+    run_id: str
+    task_id: str
+
+
+class NodeContext:
+    """The second argument of every handler."""
+
+    __slots__ = (
+        "_runtime",
+        "deadline",
+        "execution",
+        "execution_id",
+        "node",
+        "principal",
+        "worker_id",
+    )
+
+    def __init__(
+        self,
+        runtime: Ditto,
+        node: str,
+        execution_id: str,
+        worker_id: str,
+        execution: ExecutionScope | None,
+        principal: str | None,
+        deadline: float | None,
+    ) -> None:
+        self._runtime = runtime
+        self.node = node
+        """The node type being run."""
+        self.execution_id = execution_id
+        """The id this invocation's ``NodeResult`` will carry."""
+        self.worker_id = worker_id
+        """The replica running the handler."""
+        self.execution = execution
+        """Graph id, run id and task id when the node runs inside a graph, else ``None``."""
+        self.principal = principal
+        """Who the invocation acts for, as passed to ``invoke(..., principal=...)``."""
+        self.deadline = deadline
+        """Absolute deadline on the ``anyio.current_time()`` clock, or ``None``."""
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (never negative), or ``None`` when unbounded."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - anyio.current_time())
+
+    async def invoke(
+        self,
+        node_type: str,
+        input: Any,
+        *,
+        timeout: float | None = None,
+        worker: str | None = None,
+    ) -> NodeResult[Any]:
+        """Invoke another node from inside a handler.
+
+        The nested call is routed again (it may run on another replica), inherits this call's
+        execution scope, principal and deadline (``timeout`` can only shorten it), and is still
+        accepted while the runtime drains during ``close()``.
+        """
+        return await self._runtime._invoke(
+            node_type,
+            input,
+            timeout=timeout,
+            principal=self.principal,
+            worker=worker,
+            execution=self.execution,
+            outer_deadline=self.deadline,
+        )

@@ -1,0 +1,155 @@
+"""One invocation, from admitted input to ``NodeResult``: validate, route, run under a deadline,
+and turn every outcome into a result.
+
+This is the runtime's hot path (every ``invoke`` and every graph task goes through
+:func:`invoke_route`), so it avoids per-call allocations beyond the result itself and logs only
+on failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from random import getrandbits
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from ditto.contracts.result import NodeResult
+from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
+from ditto.runtime.context import ExecutionScope, NodeContext
+
+if TYPE_CHECKING:
+    from ditto.runtime.router import Route
+    from ditto.runtime.runtime import Ditto
+
+__all__ = ("invoke_route", "new_execution_id")
+
+logger = logging.getLogger("ditto.runtime")
+
+_TIMEOUT = ErrorInfo(ErrorCode.TIMEOUT.value, "the node did not finish before its deadline", True)
+_CANCELLED = ErrorInfo(ErrorCode.CANCELLED.value, "the node was cancelled")
+_INTERNAL = ErrorInfo(ErrorCode.INTERNAL_ERROR.value, "the node failed with an unexpected error")
+
+_VERSION_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
+_VERSION_BITS = (0x4000 << 64) | (0x8000 << 48)
+
+
+def new_execution_id() -> str:
+    """A random (version 4) UUID string.
+
+    ``str(uuid.uuid4())`` costs ~3 µs here, a tenth of a whole no-op invocation; ids only need
+    to be unique, not unguessable, so the Mersenne Twister is enough.
+    """
+    hex_id = f"{getrandbits(128) & _VERSION_MASK | _VERSION_BITS:032x}"
+    return f"{hex_id[:8]}-{hex_id[8:12]}-{hex_id[12:16]}-{hex_id[16:20]}-{hex_id[20:]}"
+
+
+class _Deadline:
+    """A one-shot timer that cancels the invoking task at the node's deadline.
+
+    Like ``asyncio.timeout`` (same ``cancel``/``uncancel`` bookkeeping, so anyio cancel scopes of
+    the caller keep working), but entered without an async context manager: an anyio
+    ``CancelScope`` with a deadline cost ~8.7 µs per call here and ``asyncio.timeout`` ~6.5 µs,
+    a third of a whole no-op invocation; this costs ~1.5 µs.
+    """
+
+    __slots__ = ("fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.fired = False
+
+    def __call__(self) -> None:
+        self.fired = True
+        self.task.cancel()
+
+
+async def invoke_route(
+    runtime: Ditto,
+    route: Route,
+    value: Any,
+    *,
+    deadline: float,
+    principal: str | None,
+    worker: str | None,
+    execution: ExecutionScope | None,
+) -> NodeResult[Any]:
+    """Run one invocation of ``route``'s node type and wrap the outcome.
+
+    Args:
+        deadline: Absolute time on the event loop's clock (``loop.time()``).
+
+    Returns a ``NodeResult`` for every outcome of the *node*: invalid input, no capacity, a
+    handler error, a deadline, a cancellation from inside. The *caller's* cancellation is not an
+    outcome of the node: it propagates unchanged.
+    """
+    started = perf_counter()
+    execution_id = new_execution_id()
+    node = route.node_type
+    contract = route.contract
+    try:
+        node_input = contract.convert_input(value)
+        replica = route.pick(worker)
+    except (InvalidInputError, NoWorkerAvailableError) as exc:
+        return _failed(execution_id, node, exc.to_info(), None, started)
+
+    replica_id = replica.id
+    loop = asyncio.get_running_loop()
+    if deadline <= loop.time():
+        return _timed_out(execution_id, node, replica_id, started)
+    task = asyncio.current_task()
+    assert task is not None, "invoke runs inside an asyncio task"
+    cancelling = task.cancelling()
+    timer = _Deadline(task)
+    timer_handle = loop.call_at(deadline, timer)
+    ctx = NodeContext(runtime, node, execution_id, replica_id, execution, principal, deadline)
+    replica.active += 1
+    error: ErrorInfo | None = None
+    try:
+        output = await route.handlers[replica_id](node_input, ctx)
+    except asyncio.CancelledError:
+        if timer.fired:
+            timer.fired = False  # our own cancellation came back: consume it
+            if task.uncancel() <= cancelling:
+                return _timed_out(execution_id, node, replica_id, started)
+        if task.cancelling() > cancelling:
+            raise  # the caller is being cancelled: never turn that into a result
+        return NodeResult(
+            execution_id, node, "cancelled", None, _CANCELLED, replica_id, _elapsed(started)
+        )
+    except DittoError as exc:
+        error = exc.to_info()
+    except Exception:
+        logger.exception("handler for %s on worker %s raised", node, replica_id)
+        error = _INTERNAL
+    finally:
+        timer_handle.cancel()
+        replica.active -= 1
+    if timer.fired:
+        # The handler swallowed the deadline's cancellation; whatever it produced is late.
+        task.uncancel()
+        return _timed_out(execution_id, node, replica_id, started)
+    if error is None:
+        try:
+            output = contract.convert_output(output)
+        except InvalidInputError as exc:
+            error = exc.to_info()
+    if error is not None:
+        return _failed(execution_id, node, error, replica_id, started)
+    return NodeResult(execution_id, node, "success", output, None, replica_id, _elapsed(started))
+
+
+def _timed_out(
+    execution_id: str, node: str, worker_id: str | None, started: float
+) -> NodeResult[Any]:
+    return NodeResult(execution_id, node, "timeout", None, _TIMEOUT, worker_id, _elapsed(started))
+
+
+def _failed(
+    execution_id: str, node: str, error: ErrorInfo, worker_id: str | None, started: float
+) -> NodeResult[Any]:
+    return NodeResult(execution_id, node, "failed", None, error, worker_id, _elapsed(started))
+
+
+def _elapsed(started: float) -> float:
+    return (perf_counter() - started) * 1000.0

@@ -1,0 +1,94 @@
+"""Replicas and the router that picks one per invocation.
+
+Routing is fail-fast: an available replica with free capacity is chosen round-robin per node
+type; a pinned replica is honoured with no fallback; when nothing has capacity the call fails at
+once with ``NO_WORKER_AVAILABLE`` (the runtime is not a queue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ditto.contracts.node_types import NodeContract
+from ditto.errors import NoWorkerAvailableError, UnknownWorkerError
+from ditto.runtime.worker import Handler, WorkerDefinition
+
+__all__ = ("Replica", "Route", "WorkerInfo")
+
+
+class Replica:
+    """One registered instance of a worker definition, with its own capacity."""
+
+    __slots__ = ("active", "available", "definition", "id", "limit")
+
+    def __init__(self, replica_id: str, definition: WorkerDefinition) -> None:
+        self.id = replica_id
+        self.definition = definition
+        self.limit = definition.concurrency
+        self.active = 0
+        self.available = True
+
+    def has_capacity(self) -> bool:
+        return self.available and (self.limit is None or self.active < self.limit)
+
+
+class Route:
+    """Everything needed to run one node type: its contract and the replicas implementing it."""
+
+    __slots__ = ("_cursor", "by_id", "contract", "handlers", "node_type", "replicas")
+
+    def __init__(self, contract: NodeContract) -> None:
+        self.node_type = contract.node_type
+        self.contract = contract
+        self.replicas: list[Replica] = []
+        self.by_id: dict[str, Replica] = {}
+        self.handlers: dict[str, Handler] = {}
+        self._cursor = 0
+
+    def add(self, replica: Replica, handler: Handler) -> None:
+        self.replicas.append(replica)
+        self.by_id[replica.id] = replica
+        self.handlers[replica.id] = handler
+
+    def check_pin(self, worker_id: str) -> None:
+        """Raises:
+        UnknownWorkerError: ``worker_id`` is not a replica implementing this node type."""
+        if worker_id not in self.by_id:
+            raise UnknownWorkerError(worker_id, self.node_type)
+
+    def pick(self, pinned: str | None) -> Replica:
+        """Choose the replica for one invocation.
+
+        Raises:
+            UnknownWorkerError: ``pinned`` does not implement this node type.
+            NoWorkerAvailableError: No eligible replica has free capacity (retryable).
+        """
+        if pinned is not None:
+            replica = self.by_id.get(pinned)
+            if replica is None:
+                raise UnknownWorkerError(pinned, self.node_type)
+            if not replica.has_capacity():
+                raise NoWorkerAvailableError(self.node_type, pinned)
+            return replica
+        replicas = self.replicas
+        count = len(replicas)
+        start = self._cursor
+        for offset in range(count):
+            index = (start + offset) % count
+            replica = replicas[index]
+            if replica.has_capacity():
+                self._cursor = (index + 1) % count
+                return replica
+        raise NoWorkerAvailableError(self.node_type)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A snapshot of one replica, from ``Ditto.workers()``."""
+
+    id: str
+    type: str
+    node_types: frozenset[str]
+    available: bool
+    active: int
+    concurrency: int | None

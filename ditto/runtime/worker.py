@@ -1,0 +1,136 @@
+"""Worker definitions: a worker type, the node handlers it implements, its concurrency limit and
+its cleanup. A definition holds no runtime state; registering it creates replicas."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ditto.contracts.node_types import NodeContract
+from ditto.errors import WorkerDefinitionError
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("Dispose", "Handler", "NodeSpec", "WorkerDefinition", "define_worker")
+
+Handler = Callable[[Any, "NodeContext"], Awaitable[Any]]
+"""``async def handler(input, ctx) -> output``. Raise :class:`~ditto.errors.DittoError` for a
+business failure; the runtime turns it into a ``failed`` result with the error's code."""
+
+Dispose = Callable[[], Awaitable[None] | None]
+"""Cleanup called once when the runtime closes (sync or async)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A handler with an explicit contract, for handlers whose annotations cannot say it.
+
+    Without a ``NodeSpec`` the contract is read from the handler's annotations: the first
+    parameter's type is the input type and the return type is the output type.
+    """
+
+    handler: Handler
+    input_type: Any = Any
+    output_type: Any = Any
+
+
+@dataclass(frozen=True, slots=True)
+class BoundNode:
+    """A node type's contract together with the handler that implements it."""
+
+    contract: NodeContract
+    handler: Handler
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WorkerDefinition:
+    """What :func:`define_worker` returns; register it with ``create_ditto(workers=[...])`` or
+    ``runtime.register``. Compared by identity: one definition is disposed once per runtime."""
+
+    type: str
+    nodes: Mapping[str, BoundNode]
+    concurrency: int | None
+    dispose: Dispose | None
+
+    @property
+    def node_types(self) -> frozenset[str]:
+        """The node types this worker implements."""
+        return frozenset(self.nodes)
+
+
+def define_worker(
+    type: str,
+    handlers: Mapping[str, Handler | NodeSpec],
+    *,
+    concurrency: int | None = None,
+    dispose: Dispose | None = None,
+) -> WorkerDefinition:
+    """Define a worker.
+
+    Args:
+        type: Free-form role of the worker (``"memory"``, ``"context"``); the default prefix of
+            its replica ids.
+        handlers: Node type -> ``async def handler(input, ctx)`` (or a :class:`NodeSpec`).
+        concurrency: Maximum invocations one replica runs at once; ``None`` is unlimited.
+        dispose: Called once when the runtime closes, after accepted work has drained.
+
+    Returns:
+        An immutable :class:`WorkerDefinition`.
+
+    Raises:
+        WorkerDefinitionError: ``INVALID_WORKER`` for an empty type, no handlers, a bad node type,
+            a handler that is not ``async``, unresolvable annotations or a bad concurrency.
+    """
+    if not isinstance(type, str) or not type.strip():
+        raise WorkerDefinitionError("a worker type must be a non-empty string")
+    if not isinstance(handlers, Mapping) or not handlers:
+        raise WorkerDefinitionError(f"worker {type!r} must implement at least one node type")
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise WorkerDefinitionError(
+            f"worker {type!r}: concurrency must be a positive integer or None"
+        )
+    if dispose is not None and not callable(dispose):
+        raise WorkerDefinitionError(f"worker {type!r}: dispose must be callable")
+    nodes = {node_type: _bind(type, node_type, spec) for node_type, spec in handlers.items()}
+    return WorkerDefinition(type, MappingProxyType(nodes), concurrency, dispose)
+
+
+def _bind(worker_type: str, node_type: str, spec: Handler | NodeSpec) -> BoundNode:
+    if isinstance(spec, NodeSpec):
+        handler, input_type, output_type = spec.handler, spec.input_type, spec.output_type
+    else:
+        handler = spec
+        input_type, output_type = _annotated_contract(worker_type, node_type, handler)
+    if not _is_async_callable(handler):
+        raise WorkerDefinitionError(
+            f"worker {worker_type!r}: the handler for {node_type} must be an async function "
+            "taking (input, ctx)"
+        )
+    return BoundNode(NodeContract(node_type, input_type, output_type), handler)
+
+
+def _annotated_contract(worker_type: str, node_type: str, handler: Handler) -> tuple[Any, Any]:
+    try:
+        hints = typing.get_type_hints(handler)
+        parameters = list(inspect.signature(handler).parameters.values())
+    except (NameError, TypeError, ValueError) as exc:
+        raise WorkerDefinitionError(
+            f"worker {worker_type!r}: cannot read the annotations of the {node_type} handler "
+            f"({exc}); pass NodeSpec(handler, input_type=..., output_type=...) instead"
+        ) from exc
+    input_type = hints.get(parameters[0].name, Any) if parameters else Any
+    output_type = hints.get("return", Any)
+    return input_type, output_type
+
+
+def _is_async_callable(handler: object) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects count too
+    )

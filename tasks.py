@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The project's one task runner: the README, pre-commit habits and .ci/run all call it.
+
+Needs only Python 3.11+ and the package index. Each task creates ``.venv`` and installs what it
+needs on first use (again only when ``pyproject.toml`` changes).
+
+    python3 tasks.py demo              run the demo (embedded defaults, no server needed)
+    python3 tasks.py test [ARGS...]    ruff, mypy --strict, then pytest (ARGS go to pytest)
+    python3 tasks.py lint              ruff check + ruff format --check
+    python3 tasks.py format            ruff format + ruff check --fix
+    python3 tasks.py typecheck         mypy --strict on ditto and workers
+    python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import venv
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".ditto-install.json"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+TEST_EXTRAS = ("dev", "postgres")
+BENCH_EXTRAS = ("dev", "postgres", "bench")
+
+
+def _say(message: str) -> None:
+    print(f"==> {message}", flush=True)
+
+
+def _run(*command: str | Path) -> None:
+    completed = subprocess.run([str(part) for part in command], cwd=ROOT, check=False)
+    if completed.returncode != 0:
+        sys.exit(completed.returncode)
+
+
+def _fingerprint() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def ensure_env(extras: Sequence[str] = ()) -> None:
+    """Create .venv and install the project (editable) with ``extras``, unless already done."""
+    if sys.version_info < (3, 11):  # noqa: UP036 - this file must run on older Pythons to say so
+        sys.exit(f"Ditto needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not PYTHON.exists():
+        _say(f"creating {VENV.relative_to(ROOT)}")
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except Exception as exc:  # e.g. Debian without python3-venv: say what to install
+            sys.exit(
+                f"could not create a virtualenv ({exc}); install the venv module (python3-venv)"
+            )
+    stamp = json.loads(STAMP.read_text()) if STAMP.exists() else {}
+    installed = set(stamp.get("extras", ())) if stamp.get("pyproject") == _fingerprint() else None
+    if installed is not None and set(extras) <= installed:
+        return
+    wanted = sorted(set(extras) | (installed or set()))
+    target = f".[{','.join(wanted)}]" if wanted else "."
+    _say(f"installing ditto-runtime{target[1:]} into .venv (once per pyproject.toml change)")
+    _run(
+        PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"
+    )
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target)
+    STAMP.write_text(json.dumps({"pyproject": _fingerprint(), "extras": wanted}))
+
+
+def demo(args: Sequence[str]) -> None:
+    ensure_env()
+    _run(BIN / "ditto", "demo", *args)
+
+
+def lint(args: Sequence[str] = ()) -> None:
+    ensure_env(TEST_EXTRAS)
+    _say("ruff")
+    _run(PYTHON, "-m", "ruff", "check", ".")
+    _run(PYTHON, "-m", "ruff", "format", "--check", ".")
+
+
+def format_code(args: Sequence[str] = ()) -> None:
+    ensure_env(TEST_EXTRAS)
+    _run(PYTHON, "-m", "ruff", "format", ".")
+    _run(PYTHON, "-m", "ruff", "check", "--fix", ".")
+
+
+def typecheck(args: Sequence[str] = ()) -> None:
+    ensure_env(TEST_EXTRAS)
+    _say("mypy --strict ditto workers")
+    _run(PYTHON, "-m", "mypy", "--strict", "ditto", "workers")
+
+
+def test(args: Sequence[str]) -> None:
+    lint()
+    typecheck()
+    _say("pytest")
+    _run(PYTHON, "-m", "pytest", *args)
+
+
+def bench(args: Sequence[str]) -> None:
+    ensure_env(BENCH_EXTRAS)
+    names = args or sorted(path.stem for path in (ROOT / "bench").glob("*.py"))
+    for name in names:
+        _say(f"bench/{name}.py")
+        _run(PYTHON, ROOT / "bench" / f"{name}.py")
+
+
+TASKS = {
+    "demo": demo,
+    "test": test,
+    "lint": lint,
+    "format": format_code,
+    "typecheck": typecheck,
+    "bench": bench,
+}
+
+
+def main(argv: Sequence[str]) -> None:
+    if not argv or argv[0] not in TASKS:
+        print(__doc__)
+        sys.exit(0 if argv and argv[0] in ("-h", "--help") else 2)
+    args = list(argv[1:])
+    if args[:1] == ["--"]:
+        args = args[1:]
+    TASKS[argv[0]](args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

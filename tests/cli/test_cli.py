@@ -1,0 +1,106 @@
+"""The ``ditto`` command, through its installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ditto
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def ditto_command() -> list[str]:
+    script = Path(sys.executable).parent / "ditto"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("ditto")
+    if found is None:
+        pytest.fail("the `ditto` console script is not installed (pip install -e .)")
+    return [found]
+
+
+def run_cli(
+    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DITTO_WORKER_")}
+    environment.pop("DITTO_CONFIG", None)
+    environment.update(env or {})
+    environment["COLUMNS"] = "200"
+    return subprocess.run(
+        [*ditto_command(), *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_version() -> None:
+    completed = run_cli("--version")
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == f"ditto {ditto.__version__}"
+
+
+def test_no_arguments_prints_help_and_is_a_usage_error() -> None:
+    completed = run_cli()
+    assert completed.returncode == 2
+    assert "config" in completed.stdout + completed.stderr
+
+
+def test_config_check_prints_the_effective_settings() -> None:
+    completed = run_cli("config", "check", "ditto.yaml", "--json")
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["source"] == "ditto.yaml"
+    assert report["settings"]["runtime"]["timeout_ms"] == 30000
+
+
+def test_config_check_redacts_credentials_from_the_environment() -> None:
+    completed = run_cli(
+        "config",
+        "check",
+        "--json",
+        env={"DITTO_WORKER_CONTEXT_REDIS_URL": "redis://ops:hunter2@cache:6379/0"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "hunter2" not in completed.stdout
+    report = json.loads(completed.stdout)
+    assert report["settings"]["workers"]["context"]["redis_url"] == "redis://***@cache:6379/0"
+
+
+def test_config_check_table_output(tmp_path: Path) -> None:
+    completed = run_cli("config", "check", cwd=tmp_path)
+    assert completed.returncode == 0
+    assert "runtime.timeout_ms" in completed.stdout
+    assert "library defaults" in completed.stdout
+
+
+def test_bad_config_exits_2_with_the_key_path(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("runtime:\n  timeout_ms: -5\n  password: hunter2\n")
+    completed = run_cli("config", "check", str(bad))
+    assert completed.returncode == 2
+    assert "runtime.password" in completed.stderr
+    assert "hunter2" not in completed.stderr + completed.stdout
+
+
+def test_demo_runs_and_shows_every_status(tmp_path: Path) -> None:
+    completed = run_cli("demo", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    for expected in ("success", "failed", "timeout", "NOT_FOUND", "summary:"):
+        assert expected in completed.stdout
+
+
+def test_python_dash_m_ditto_is_the_same_command() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ditto", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert completed.stdout.strip() == f"ditto {ditto.__version__}"

@@ -1,0 +1,149 @@
+"""``close()``: refuses new work, drains accepted work, disposes once, reports every failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from ditto import (
+    ErrorCode,
+    NodeContext,
+    RuntimeClosedError,
+    WorkerCleanupError,
+    create_ditto,
+    define_worker,
+    graph,
+)
+from tests.runtime.probes import Probe, work
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_close_drains_accepted_invocations_and_runs() -> None:
+    probe = Probe()
+    runtime = create_ditto(workers=[probe.worker()])
+    results: dict[str, Any] = {}
+    plan = graph("g").node("a", "PROBE.WORK", [], lambda i, d: work("in-graph", delay=0.1))
+    async with anyio.create_task_group() as group:
+
+        async def invoke() -> None:
+            results["invoke"] = await runtime.invoke("PROBE.WORK", work("accepted", delay=0.1))
+
+        async def run() -> None:
+            results["run"] = await runtime.run(plan)
+
+        group.start_soon(invoke)
+        group.start_soon(run)
+        await anyio.sleep(0.02)
+        await runtime.close()
+        # close() returned only after the accepted work finished, and before disposing.
+        assert results["invoke"].ok
+        assert results["run"].ok
+        assert probe.disposed == 1
+    assert sorted(probe.finished) == ["accepted", "in-graph"]
+
+
+async def test_new_work_is_refused_once_closing_starts() -> None:
+    probe = Probe()
+    runtime = create_ditto(workers=[probe.worker()])
+    async with anyio.create_task_group() as group:
+        group.start_soon(runtime.invoke, "PROBE.WORK", work("accepted", delay=0.1))
+        await anyio.sleep(0.02)
+        group.start_soon(runtime.close)
+        await anyio.sleep(0.01)
+        assert runtime.closed
+        with pytest.raises(RuntimeClosedError):
+            await runtime.invoke("PROBE.WORK", work("late"))
+        with pytest.raises(RuntimeClosedError):
+            await runtime.run(graph("g").node("a", "PROBE.WORK", [], lambda i, d: work("x")))
+        with pytest.raises(RuntimeClosedError) as raised:
+            runtime.register(probe.worker())
+        assert raised.value.code == ErrorCode.RUNTIME_CLOSED
+    assert probe.calls == ["accepted"]
+
+
+async def test_nested_invokes_of_accepted_work_still_run_during_the_drain() -> None:
+    probe = Probe()
+
+    async def outer(request: Any, ctx: NodeContext) -> str:
+        await anyio.sleep(0.05)  # close() starts meanwhile
+        inner = await ctx.invoke("PROBE.WORK", work("nested"))
+        return inner.status
+
+    runtime = create_ditto(workers=[define_worker("outer", {"OUTER.RUN": outer}), probe.worker()])
+    results: dict[str, Any] = {}
+    async with anyio.create_task_group() as group:
+
+        async def call() -> None:
+            results["outer"] = await runtime.invoke("OUTER.RUN", {})
+
+        group.start_soon(call)
+        await anyio.sleep(0.01)
+        await runtime.close()
+    assert results["outer"].unwrap() == "success"
+    assert probe.finished == ["nested"]
+
+
+async def test_close_is_idempotent_and_disposes_each_worker_once() -> None:
+    probe = Probe()
+    other = Probe()
+    runtime = create_ditto(workers=[probe.worker()])
+    runtime.register(other.worker(), replicas=3)
+    await runtime.close()
+    await runtime.close()
+    async with runtime:  # the context manager closes again: still a no-op
+        pass
+    assert probe.disposed == 1
+    assert other.disposed == 1  # three replicas of one definition: disposed once
+
+
+async def test_one_definition_registered_twice_is_disposed_once() -> None:
+    probe = Probe()
+    definition = probe.worker()
+    runtime = create_ditto(workers=[definition])
+    runtime.register(definition, id="again")
+    await runtime.close()
+    assert probe.disposed == 1
+
+
+async def test_every_cleanup_failure_is_reported_together() -> None:
+    disposed: list[str] = []
+
+    def make(name: str, fails: bool) -> Any:
+        async def handler(request: Any, ctx: NodeContext) -> None:
+            return None
+
+        async def dispose() -> None:
+            disposed.append(name)
+            if fails:
+                raise RuntimeError(f"{name} cleanup broke")
+
+        return define_worker(name, {f"{name.upper()}.RUN": handler}, dispose=dispose)
+
+    runtime = create_ditto(workers=[make("a", True), make("b", False), make("c", True)])
+    with pytest.raises(WorkerCleanupError) as raised:
+        await runtime.close()
+    assert sorted(str(error) for error in raised.value.exceptions) == [
+        "a cleanup broke",
+        "c cleanup broke",
+    ]
+    assert raised.value.code == ErrorCode.WORKER_CLEANUP_FAILED
+    assert sorted(disposed) == ["a", "b", "c"]  # one failure does not skip the others
+    # Later calls share the outcome instead of disposing again.
+    with pytest.raises(WorkerCleanupError):
+        await runtime.close()
+    assert sorted(disposed) == ["a", "b", "c"]
+
+
+async def test_sync_dispose_is_supported() -> None:
+    closed: list[bool] = []
+
+    async def handler(request: Any, ctx: NodeContext) -> None:
+        return None
+
+    worker = define_worker("s", {"S.RUN": handler}, dispose=lambda: closed.append(True))
+    async with create_ditto(workers=[worker]):
+        pass
+    assert closed == [True]

@@ -1,0 +1,46 @@
+"""Every example script runs to completion (examples are documentation that must not rot)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize(
+    "script", sorted(EXAMPLES.rglob("*.py")), ids=lambda path: str(path.relative_to(EXAMPLES))
+)
+def test_example_runs(script: Path, tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_quickstart_shows_fan_out_failure_and_timeout(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "quickstart.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Atlantis: failed   NOT_FOUND" in completed.stdout
+    assert "Slowtown: timeout  TIMEOUT" in completed.stdout
+    assert "missing: Atlantis (failed), Slowtown (timeout)" in completed.stdout
+
+
+def test_the_readme_tour_runs(tmp_path: Path) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    tour = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "tour.py"
+    script.write_text(tour, encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "NOT_FOUND" in completed.stdout

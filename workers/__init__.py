@@ -1,0 +1,2 @@
+"""Worker implementations (MEMORY, CONTEXT). They import ``ditto``; ``ditto`` never imports them,
+except ``ditto.bootstrap``, which wires configured workers into a runtime."""
