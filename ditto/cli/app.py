@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import ditto
@@ -65,7 +67,9 @@ def config_check(
     try:
         settings = load_config(path)
     except ConfigError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {exc.message}", highlight=False)
+        errors.print("[red]invalid configuration:[/red]", highlight=False)
+        for problem in exc.message.split("; "):
+            errors.print(f"  {escape(problem)}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     source = resolve_config_path(path, _environ())
     effective = _effective(settings)
@@ -91,24 +95,23 @@ def demo(
 
     result = anyio.run(run_demo, topic)
     table = Table(title=f"graph {result.graph_id!r}  run {result.run_id}")
-    for column in ("task", "node", "status", "worker", "ms", "output / error"):
-        table.add_column(column)
+    for column, width in (("task", 9), ("node", 18), ("status", 7), ("ms", 5)):
+        table.add_column(column, no_wrap=True, min_width=width)
+    # Rich only shrinks wrapping columns, so cut the detail to what the terminal has left.
+    detail_width = max(16, min(60, console.width - 58))
+    table.add_column("output / error", no_wrap=True)
     colours = {"success": "green", "failed": "red", "timeout": "yellow", "cancelled": "magenta"}
     for task_id, node in result.items():
-        detail = (
-            str(node.output)
-            if node.ok
-            else f"{node.error.code}: {node.error.message}"
-            if node.error
-            else ""
-        )
+        if node.error is not None:
+            detail = f"{node.error.code}: {node.error.message}"
+        else:
+            detail = msgspec.json.encode(node.output).decode()
         table.add_row(
             task_id,
             node.node,
             f"[{colours[node.status]}]{node.status}[/]",
-            node.worker_id or "-",
             f"{node.duration_ms:.1f}",
-            detail,
+            escape(detail if len(detail) <= detail_width else detail[: detail_width - 1] + "…"),
         )
     console.print(table)
     summary = result["summarize"]
