@@ -1,0 +1,208 @@
+"""The MEMORY wire types: records, filters and the six nodes' inputs and outputs.
+
+Every type is a frozen ``msgspec.Struct``; the runtime converts dict inputs into them once, at
+the boundary, so a malformed input becomes ``INVALID_INPUT`` before the worker runs. Unknown
+fields are refused (``forbid_unknown_fields``): a typo in a filter must never silently widen it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+__all__ = (
+    "DEFAULT_CATEGORY",
+    "DEFAULT_NAMESPACE",
+    "DeleteInput",
+    "DeleteOutput",
+    "GetInput",
+    "GetOutput",
+    "Limit",
+    "MemoryDraft",
+    "MemoryFilter",
+    "MemoryItem",
+    "MemoryPatch",
+    "OrderBy",
+    "OrderField",
+    "QueryInput",
+    "QueryOutput",
+    "SearchHit",
+    "SearchInput",
+    "SearchOutput",
+    "UpdateInput",
+    "UpdateOutput",
+    "WriteInput",
+    "WriteMode",
+    "WriteOutput",
+)
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_CATEGORY = "core"
+
+Limit = Annotated[int, Meta(ge=1, le=10_000)]
+"""Every limit is an integer from 1 to 10,000."""
+NonEmpty = Annotated[str, Meta(min_length=1, max_length=1024)]
+Name = Annotated[str, Meta(min_length=1, max_length=256)]
+Tag = Annotated[str, Meta(min_length=1, max_length=256)]
+MetadataKey = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_:\-]{1,128}$")]
+Scalar = str | int | float | bool | None
+Timestamp = Annotated[datetime, Meta(tz=True)]
+"""Timezone-aware; naive datetimes are refused rather than guessed."""
+
+OrderField = Literal["created_at", "updated_at", "last_used_at", "usage_count"]
+WriteMode = Literal["create", "upsert"]
+
+
+class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=False):
+    pass
+
+
+class MemoryDraft(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """A record to write; the store assigns ``id``, timestamps and ``version``."""
+
+    content: Any
+    """Any JSON value (``null`` included)."""
+    key: NonEmpty | None = None
+    """Stable external id, unique within ``namespace``; makes re-runs idempotent."""
+    namespace: Name = DEFAULT_NAMESPACE
+    """Partition: a user, workspace, tenant or session."""
+    summary: str | None = None
+    category: Name = DEFAULT_CATEGORY
+    """``core``, ``daily``, ``conversation`` or custom; drives retention."""
+    tags: list[Tag] = msgspec.field(default_factory=list)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    source: str | None = None
+    """Where the record came from (a tool, a user, a document URI)."""
+
+
+class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """A stored record."""
+
+    id: NonEmpty
+    key: NonEmpty | None
+    namespace: Name
+    content: Any
+    summary: str | None
+    category: Name
+    tags: list[Tag]
+    metadata: dict[str, Any]
+    source: str | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    version: Annotated[int, Meta(ge=1)]
+    usage_count: Annotated[int, Meta(ge=0)]
+    last_used_at: Timestamp | None
+
+
+class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """A partial update of one record by id; fields left out keep their value. ``key`` cannot
+    be changed (it is not a field here, so sending it is ``INVALID_INPUT``)."""
+
+    id: NonEmpty
+    content: Any | UnsetType = UNSET
+    summary: str | UnsetType | None = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
+    """Replaces the whole metadata object (``{}`` clears it); never merged."""
+    tags: list[Tag] | UnsetType = UNSET
+    category: Name | UnsetType = UNSET
+    expected_version: Annotated[int, Meta(ge=1)] | None = None
+    """When given, the update fails with ``CONFLICT`` unless the stored version equals it."""
+
+
+class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """Which records an operation sees; every given condition must hold (AND)."""
+
+    namespace: Name | None = None
+    category: Name | None = None
+    key: NonEmpty | None = None
+    key_prefix: NonEmpty | None = None
+    tags_any: list[Tag] | None = None
+    """At least one of these tags."""
+    tags_all: list[Tag] | None = None
+    """Every one of these tags."""
+    source: str | None = None
+    metadata: dict[MetadataKey, Scalar] | None = None
+    """Equality on top-level metadata keys (a JSON ``true`` never equals ``1``)."""
+    created_after: Timestamp | None = None
+    created_before: Timestamp | None = None
+    updated_after: Timestamp | None = None
+    updated_before: Timestamp | None = None
+
+
+class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):
+    field: OrderField = "created_at"
+    direction: Literal["asc", "desc"] = "asc"
+
+
+class GetInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    ids: list[NonEmpty] = msgspec.field(default_factory=list)
+    keys: list[NonEmpty] = msgspec.field(default_factory=list)
+    namespace: Name = DEFAULT_NAMESPACE
+    """The namespace ``keys`` are looked up in (ids are global)."""
+
+
+class GetOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    items: list[MemoryItem]
+    """Requested ids first, then keys, each record once; missing ones are left out."""
+
+
+class QueryInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    filter: MemoryFilter = msgspec.field(default_factory=MemoryFilter)
+    limit: Limit | None = None
+    cursor: NonEmpty | None = None
+    """``next_cursor`` of the previous page, with the same filter and order."""
+    order_by: OrderBy = msgspec.field(default_factory=OrderBy)
+
+
+class QueryOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    items: list[MemoryItem]
+    next_cursor: str | None = None
+
+
+class SearchInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    query: Any
+    """Usually text; providers define what else they accept."""
+    strategy: Name | None = None
+    filter: MemoryFilter = msgspec.field(default_factory=MemoryFilter)
+    limit: Limit | None = None
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SearchHit(_Frozen, frozen=True, forbid_unknown_fields=True):
+    memory: MemoryItem
+    score: float | None = None
+    explain: dict[str, Any] | None = None
+
+
+class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    hits: list[SearchHit]
+
+
+class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    memories: list[MemoryDraft]
+    mode: WriteMode = "create"
+
+
+class WriteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    items: list[MemoryItem]
+    """One record per draft, in draft order."""
+
+
+class UpdateInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    updates: list[MemoryPatch]
+
+
+class UpdateOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    items: list[MemoryItem]
+
+
+class DeleteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    ids: list[NonEmpty]
+
+
+class DeleteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
+    deleted: list[str]
+    """The ids this call really deleted (a repeat returns ``[]``)."""

@@ -1,0 +1,51 @@
+"""MEMORY error codes and the error stores raise."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from ditto.errors import DittoError, ErrorCode
+
+__all__ = ("MemoryErrorCode", "MemoryStoreError", "SearchUnavailableError")
+
+
+class MemoryErrorCode(StrEnum):
+    """Codes specific to the MEMORY worker (it also uses ``INVALID_INPUT``, ``NOT_FOUND`` and
+    ``CONFLICT`` from :class:`ditto.ErrorCode`)."""
+
+    SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
+    """No search provider was given and the store has no search of its own."""
+    INVALID_BACKEND_OUTPUT = "INVALID_BACKEND_OUTPUT"
+    """A store or provider returned something that breaks the node's contract."""
+    MEMORY_BACKEND_ERROR = "MEMORY_BACKEND_ERROR"
+    """A store or provider failed unexpectedly; details are in the log only."""
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    """The store cannot be reached (retryable)."""
+
+
+class MemoryStoreError(DittoError):
+    """Raised by stores and providers with a stable code and a message safe to show.
+
+    Use the codes ``NOT_FOUND``, ``CONFLICT``, ``INVALID_INPUT`` or a
+    :class:`MemoryErrorCode`; anything a store raises that is not a ``DittoError`` becomes
+    ``MEMORY_BACKEND_ERROR`` with a fixed message.
+    """
+
+    default_code: str = ErrorCode.INVALID_INPUT
+
+
+class SearchUnavailableError(MemoryStoreError):
+    """SEARCH was called but nothing can search."""
+
+    default_code: str = MemoryErrorCode.SEARCH_UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__("no search provider is configured and the store cannot search")
+
+
+def not_found(message: str) -> MemoryStoreError:
+    return MemoryStoreError(message, code=ErrorCode.NOT_FOUND)
+
+
+def conflict(message: str) -> MemoryStoreError:
+    return MemoryStoreError(message, code=ErrorCode.CONFLICT)

@@ -1,0 +1,55 @@
+"""What a ``MemoryFilter`` means, as plain Python: the reference semantics that SQL stores
+translate, and the check the worker applies to every search hit."""
+
+from __future__ import annotations
+
+from workers.memory.contracts import MemoryFilter, MemoryItem
+from workers.memory.records import to_micros
+
+__all__ = ("matches_filter",)
+
+
+def matches_filter(item: MemoryItem, filter: MemoryFilter) -> bool:
+    """Whether ``item`` passes every condition of ``filter`` (the reference semantics that the
+    SQL stores translate)."""
+    if filter.namespace is not None and item.namespace != filter.namespace:
+        return False
+    if filter.category is not None and item.category != filter.category:
+        return False
+    if filter.key is not None and item.key != filter.key:
+        return False
+    if filter.key_prefix is not None and (
+        item.key is None or not item.key.startswith(filter.key_prefix)
+    ):
+        return False
+    if filter.tags_any is not None and not set(filter.tags_any) & set(item.tags):
+        return False
+    if filter.tags_all is not None and not set(filter.tags_all) <= set(item.tags):
+        return False
+    if filter.source is not None and item.source != filter.source:
+        return False
+    if filter.metadata is not None:
+        for name, expected in filter.metadata.items():
+            if name not in item.metadata or not _json_equal(item.metadata[name], expected):
+                return False
+    created, updated = to_micros(item.created_at), to_micros(item.updated_at)
+    for bound, value, after in (
+        (filter.created_after, created, True),
+        (filter.created_before, created, False),
+        (filter.updated_after, updated, True),
+        (filter.updated_before, updated, False),
+    ):
+        if bound is not None and not (
+            value > to_micros(bound) if after else value < to_micros(bound)
+        ):
+            return False
+    return True
+
+
+def _json_equal(stored: object, expected: object) -> bool:
+    # JSON kinds first: true is not 1, and "1" is not 1; numbers compare by value (1 == 1.0).
+    if isinstance(expected, bool) or isinstance(stored, bool):
+        return isinstance(expected, bool) and isinstance(stored, bool) and stored is expected
+    if isinstance(expected, int | float):
+        return isinstance(stored, int | float) and stored == expected
+    return type(stored) is type(expected) and stored == expected

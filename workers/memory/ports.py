@@ -1,0 +1,127 @@
+"""The two ports of the MEMORY worker: ``MemoryStore`` (records) and ``MemorySearchProvider``
+(recall and ranking)."""
+
+from __future__ import annotations
+
+import secrets
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+
+from workers.memory.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.errors import SearchUnavailableError
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("MemorySearchProvider", "MemoryStore", "QueryPosition")
+
+QueryPosition = tuple[int, str]
+"""Where a QUERY page continues: the last record's order key (see ``records.order_key``) and id."""
+
+
+class MemoryStore(ABC):
+    """Durable memory records. The worker validates inputs and outputs; a store guarantees:
+
+    * **get** returns the records with the given ids, and those with the given keys in
+      ``namespace``; missing ones are left out; order does not matter.
+    * **query** returns at most ``limit`` records matching ``filter``, sorted by
+      ``order.field`` (``last_used_at`` of a never-used record sorts as -1) then ``id``, in
+      ``order.direction``, strictly after ``after`` when given. Pages never skip or repeat a
+      record under concurrent inserts.
+    * **write** stores the whole batch in one transaction, following
+      :func:`workers.memory.records.plan_writes`; ``CONFLICT`` rolls back everything.
+    * **update** applies every patch with :func:`workers.memory.records.apply_patch` in one
+      transaction; a missing id is ``NOT_FOUND`` and a stale ``expected_version`` is ``CONFLICT``,
+      and either leaves every record unchanged.
+    * **delete** removes the given ids and returns those it really deleted.
+    * **search** (optional) ranks records for ``input`` with ``input.filter`` applied before
+      ``input.limit``; the default raises ``SEARCH_UNAVAILABLE``.
+    * **record_usage** adds one use to each id (``usage_count += 1``, ``last_used_at = at``);
+      it may complete after it returns (stores that defer it order it before later writes, and
+      :meth:`flush` waits for it).
+
+    Raise :class:`~workers.memory.errors.MemoryStoreError` with a stable code for expected
+    failures; anything else becomes ``MEMORY_BACKEND_ERROR`` with a fixed message.
+    """
+
+    def __init__(self) -> None:
+        self.cursor_secret: bytes = secrets.token_bytes(32)
+        """Key that signs QUERY cursors. Stores that persist records persist it too, so a
+        cursor stays valid across processes and restarts."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:  # noqa: B027 - optional hook, a no-op for in-memory stores
+        """Acquire resources (connections, migrations). Idempotent; operations open lazily."""
+
+    @abstractmethod
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]: ...
+
+    @abstractmethod
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]: ...
+
+    @abstractmethod
+    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]: ...
+
+    @abstractmethod
+    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]: ...
+
+    @abstractmethod
+    async def delete(self, ids: Sequence[str]) -> list[str]: ...
+
+    @property
+    def can_search(self) -> bool:
+        """True when the store implements :meth:`search`."""
+        return type(self).search is not MemoryStore.search
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Rank records for ``input``. Stores without search keep this default."""
+        raise SearchUnavailableError()
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:  # noqa: B027
+        """Count one use of each record; the default does not track usage."""
+
+    async def flush(self) -> None:  # noqa: B027
+        """Wait until deferred work (usage counters) is stored."""
+
+    async def aclose(self) -> None:  # noqa: B027
+        """Release resources. The application owns the store: the worker never closes it."""
+
+
+@runtime_checkable
+class MemorySearchProvider(Protocol):
+    """A recall and ranking strategy for MEMORY.SEARCH.
+
+    A provider receives the validated input (``limit`` already resolved) and the node context,
+    and returns hits made of complete records that came from the store: it re-ranks, it never
+    invents records. It raises ``MemoryStoreError(code=INVALID_INPUT)`` for strategies or
+    options it does not support.
+    """
+
+    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit]: ...

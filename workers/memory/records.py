@@ -1,0 +1,247 @@
+"""Record rules every store shares: what a write does to a key, how a patch applies, how a
+record orders, what text is indexed. Stores do the I/O; the decisions are made here, once, so
+every backend behaves the same."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import msgspec
+
+from ditto.errors import ErrorCode
+from workers.memory.contracts import MemoryDraft, MemoryItem, MemoryPatch, OrderField, WriteMode
+from workers.memory.errors import MemoryStoreError, conflict
+
+__all__ = (
+    "Clock",
+    "WriteStep",
+    "apply_patch",
+    "canonical_json",
+    "check_json",
+    "content_text",
+    "from_micros",
+    "new_id",
+    "new_item",
+    "now_from",
+    "order_key",
+    "plan_writes",
+    "to_micros",
+    "utc_now",
+)
+
+Clock = Callable[[], datetime]
+"""Returns the current time, timezone-aware. Stores take one so tests can fix time."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch; the exact integer form stores index and compare."""
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def now_from(clock: Clock) -> datetime:
+    """The clock's time, checked to be aware and cut to microseconds (what stores keep)."""
+    moment = clock()
+    if moment.tzinfo is None:
+        raise ValueError("the memory store clock must return timezone-aware datetimes")
+    return moment.astimezone(UTC)
+
+
+_encode_sorted = msgspec.json.Encoder(order="sorted")
+
+
+def canonical_json(value: Any) -> bytes:
+    """JSON with sorted keys: equal values give equal bytes, and ``true`` never equals ``1``."""
+    return _encode_sorted.encode(value)
+
+
+def check_json(value: Any, where: str) -> None:
+    """Refuse what JSON cannot hold faithfully: NaN/infinity (msgspec would write ``null``),
+    lone surrogates, non-string keys and non-JSON types.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` naming ``where``.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, where)
+        elif isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise MemoryStoreError(f"{where} contains a non-finite number")
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise MemoryStoreError(f"{where} has a non-string object key")
+                _check_text(key, where)
+                stack.append(child)
+        else:
+            raise MemoryStoreError(f"{where} contains a {type(item).__name__}, which is not JSON")
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"{where} contains text that is not valid Unicode") from None
+
+
+def content_text(content: Any) -> str:
+    """The searchable text of a record's content: a string as is; for objects and arrays every
+    string and number leaf (not the keys), one per line."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    stack = [content]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            parts.append(str(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return "\n".join(parts)
+
+
+def order_key(item: MemoryItem, field: OrderField) -> int:
+    """The integer a record sorts by for ``field`` (a never-used record sorts as -1)."""
+    if field == "created_at":
+        return to_micros(item.created_at)
+    if field == "updated_at":
+        return to_micros(item.updated_at)
+    if field == "usage_count":
+        return item.usage_count
+    return -1 if item.last_used_at is None else to_micros(item.last_used_at)
+
+
+def _draft_fields(draft: MemoryDraft | MemoryItem) -> bytes:
+    return canonical_json(
+        [
+            draft.content,
+            draft.summary,
+            draft.category,
+            draft.tags,
+            draft.metadata,
+            draft.source,
+        ]
+    )
+
+
+def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> MemoryItem:
+    return MemoryItem(
+        id=item_id or new_id(),
+        key=draft.key,
+        namespace=draft.namespace,
+        content=draft.content,
+        summary=draft.summary,
+        category=draft.category,
+        tags=list(draft.tags),
+        metadata=dict(draft.metadata),
+        source=draft.source,
+        created_at=now,
+        updated_at=now,
+        version=1,
+        usage_count=0,
+        last_used_at=None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStep:
+    """What one draft of a WRITE does: insert a new record, replace a stored one (upsert), or
+    keep a stored one unchanged (an idempotent replay)."""
+
+    action: Literal["insert", "replace", "keep"]
+    item: MemoryItem
+
+
+def plan_writes(
+    drafts: Iterable[MemoryDraft],
+    mode: WriteMode,
+    existing: Mapping[tuple[str, str], MemoryItem],
+    now: datetime,
+) -> list[WriteStep]:
+    """Decide every draft of a batch against the records already stored under its key.
+
+    ``create``: a key with identical fields replays the stored record; any difference is
+    ``CONFLICT`` (and the caller rolls the whole batch back). ``upsert``: a key replaces the
+    stored record's fields, keeping ``id``, ``created_at`` and usage statistics and bumping
+    ``version`` (an identical draft is a replay, not a new version).
+
+    Raises:
+        MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode.
+    """
+    steps = []
+    for draft in drafts:
+        stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
+        if stored is None:
+            steps.append(WriteStep("insert", new_item(draft, now)))
+        elif _draft_fields(draft) == _draft_fields(stored):
+            steps.append(WriteStep("keep", stored))
+        elif mode == "create":
+            raise conflict(
+                f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
+                "record; use mode='upsert' to replace it or MEMORY.UPDATE to change it"
+            )
+        else:
+            replaced = msgspec.structs.replace(
+                stored,
+                content=draft.content,
+                summary=draft.summary,
+                category=draft.category,
+                tags=list(draft.tags),
+                metadata=dict(draft.metadata),
+                source=draft.source,
+                updated_at=now,
+                version=stored.version + 1,
+            )
+            steps.append(WriteStep("replace", replaced))
+    return steps
+
+
+def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryItem:
+    """The record after ``patch``; supplied fields replace, others keep their value.
+
+    Raises:
+        MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale.
+    """
+    if patch.expected_version is not None and patch.expected_version != item.version:
+        raise MemoryStoreError(
+            f"record {item.id} is at version {item.version}, not {patch.expected_version}",
+            code=ErrorCode.CONFLICT,
+        )
+    changes: dict[str, Any] = {"updated_at": now, "version": item.version + 1}
+    for name in ("content", "summary", "metadata", "tags", "category"):
+        value = getattr(patch, name)
+        if value is not msgspec.UNSET:
+            changes[name] = value
+    return msgspec.structs.replace(item, **changes)

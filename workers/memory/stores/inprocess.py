@@ -1,0 +1,178 @@
+"""``InProcessMemoryStore``: the reference store and the test double.
+
+Records live in a dict; every operation is atomic because it never awaits while it changes
+state. Keyword search is BM25 over the same words FTS5 would see (with a lighter stemmer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from workers.memory.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.errors import MemoryStoreError, not_found
+from workers.memory.filters import matches_filter
+from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.records import (
+    Clock,
+    apply_patch,
+    content_text,
+    now_from,
+    order_key,
+    plan_writes,
+    utc_now,
+)
+from workers.memory.search.text import light_stem, query_words, words
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("InProcessMemoryStore",)
+
+_K1 = 1.2
+_B = 0.75
+
+
+class InProcessMemoryStore(MemoryStore):
+    """Memory records in this process only: gone when it exits.
+
+    Args:
+        clock: Source of ``created_at``/``updated_at`` (default: the system clock, UTC).
+    """
+
+    def __init__(self, *, clock: Clock = utc_now) -> None:
+        super().__init__()
+        self._clock = clock
+        self._items: dict[str, MemoryItem] = {}
+        self._keys: dict[tuple[str, str], str] = {}
+        self._terms: dict[str, Counter[str]] = {}
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        found = [self._items[item_id] for item_id in ids if item_id in self._items]
+        for key in keys:
+            item_id = self._keys.get((namespace, key))
+            if item_id is not None:
+                found.append(self._items[item_id])
+        return found
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        descending = order.direction == "desc"
+        ranked = sorted(
+            (
+                (order_key(item, order.field), item.id, item)
+                for item in self._items.values()
+                if matches_filter(item, filter)
+            ),
+            key=lambda row: (row[0], row[1]),
+            reverse=descending,
+        )
+        if after is not None:
+            if descending:
+                ranked = [row for row in ranked if (row[0], row[1]) < after]
+            else:
+                ranked = [row for row in ranked if (row[0], row[1]) > after]
+        return [row[2] for row in ranked[:limit]]
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        if input.strategy not in (None, "keyword"):
+            raise MemoryStoreError(
+                f"the in-process store does not support strategy {input.strategy!r}"
+            )
+        if input.options:
+            raise MemoryStoreError("keyword search takes no options")
+        if not isinstance(input.query, str):
+            raise MemoryStoreError("keyword search needs a text query")
+        limit = input.limit or 10
+        terms = {light_stem(word) for word in query_words(input.query)}
+        candidates = [
+            (item, self._terms[item.id])
+            for item in self._items.values()
+            if matches_filter(item, input.filter) and not terms.isdisjoint(self._terms[item.id])
+        ]
+        if not candidates:
+            return []
+        total = len(self._items)
+        average = sum(t.total() for t in self._terms.values()) / max(total, 1)
+        frequency = {term: sum(1 for t in self._terms.values() if term in t) for term in terms}
+        scored = []
+        for item, counts in candidates:
+            length = counts.total()
+            score = 0.0
+            for term in terms & counts.keys():
+                idf = max(math.log((total - frequency[term] + 0.5) / (frequency[term] + 0.5)), 1e-6)
+                tf = counts[term]
+                score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
+            scored.append((score, item))
+        scored.sort(key=lambda row: (-row[0], row[1].id))
+        return [SearchHit(item, score) for score, item in scored[:limit]]
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+        existing = {
+            (draft.namespace, draft.key): self._items[self._keys[(draft.namespace, draft.key)]]
+            for draft in drafts
+            if draft.key is not None and (draft.namespace, draft.key) in self._keys
+        }
+        steps = plan_writes(drafts, mode, existing, now_from(self._clock))
+        for step in steps:
+            if step.action != "keep":
+                self._put(step.item)
+        return [step.item for step in steps]
+
+    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+        missing = [patch.id for patch in patches if patch.id not in self._items]
+        if missing:
+            raise not_found(f"no record with id {missing[0]!r}")
+        now = now_from(self._clock)
+        updated = [apply_patch(self._items[patch.id], patch, now) for patch in patches]
+        for item in updated:  # only after every patch applied: all or nothing
+            self._put(item)
+        return updated
+
+    async def delete(self, ids: Sequence[str]) -> list[str]:
+        deleted = []
+        for item_id in ids:
+            item = self._items.pop(item_id, None)
+            if item is None:
+                continue
+            self._terms.pop(item_id, None)
+            if item.key is not None:
+                self._keys.pop((item.namespace, item.key), None)
+            deleted.append(item_id)
+        return deleted
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        for item_id in ids:
+            item = self._items.get(item_id)
+            if item is not None:
+                self._items[item_id] = msgspec.structs.replace(
+                    item, usage_count=item.usage_count + 1, last_used_at=at
+                )
+
+    def _put(self, item: MemoryItem) -> None:
+        self._items[item.id] = item
+        if item.key is not None:
+            self._keys[(item.namespace, item.key)] = item.id
+        text = " ".join(filter(None, (item.key, item.summary, content_text(item.content))))
+        self._terms[item.id] = Counter(light_stem(word) for word in words(text))

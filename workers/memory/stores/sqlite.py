@@ -1,0 +1,387 @@
+"""``SqliteMemoryStore``: the embedded default — one SQLite file, no server.
+
+Design:
+
+* **Threads.** sqlite3 blocks, so the store owns one writer thread (every transaction, in
+  order) and a few reader threads, each with its own connection; each operation is one thread
+  hop, never one per row. WAL lets readers run while the writer commits.
+* **Transactions.** Every write is ``BEGIN IMMEDIATE`` ... ``COMMIT`` with the FTS index kept in
+  sync in the same transaction, so a failure or a crash mid-batch leaves no partial batch.
+* **Usage counters** are queued to the writer without waiting (off the read path); they are
+  applied in order before any later write, and :meth:`flush` waits for them.
+* **Schema** is versioned with ``PRAGMA user_version`` (``sqlite_schema``); SQL is parameterised
+  (``sqlite_sql``); keyword search is planned FTS5 BM25 (``sqlite_search``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ditto.errors import InvalidInputError
+from workers.memory.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.errors import MemoryStoreError, not_found
+from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.records import (
+    Clock,
+    apply_patch,
+    now_from,
+    plan_writes,
+    to_micros,
+    utc_now,
+)
+from workers.memory.search.text import query_words
+from workers.memory.stores.sqlite_schema import migrate, read_cursor_secret
+from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, keyword_search, prepare_connection
+from workers.memory.stores.sqlite_sql import (
+    COLUMNS,
+    connect,
+    fts_row,
+    item_row,
+    order_clause,
+    row_to_item,
+    where_clause,
+)
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("SqliteMemoryStore",)
+
+logger = logging.getLogger("ditto.workers.memory.sqlite")
+
+T = TypeVar("T")
+
+_CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
+_INSERT = (
+    "INSERT INTO memories (id, namespace, key, content, summary, category, tags, metadata, "
+    "source, created_at, updated_at, version, usage_count, last_used_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_REPLACE = (
+    "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
+    "source = ?, updated_at = ?, version = ? WHERE id = ? RETURNING seq"
+)
+
+
+def _chunks(values: Sequence[T]) -> Iterable[Sequence[T]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+class SqliteMemoryStore(MemoryStore):
+    """Memory records in one SQLite file.
+
+    Example::
+
+        async with SqliteMemoryStore("memory.sqlite") as store:
+            runtime = create_ditto(workers=[create_memory_worker(store)])
+
+    Args:
+        path: The database file (created if missing). ``:memory:`` is refused: memory must
+            survive the process.
+        readers: Reader threads (and connections).
+        clock: Source of timestamps (default: system clock, UTC).
+        search_budget: Postings one keyword search may rank by BM25 before frequent words are
+            left to the fill phase (see ``sqlite_search``).
+
+    Raises:
+        InvalidInputError: ``path`` is ``:memory:`` or empty.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readers: int = 4,
+        clock: Clock = utc_now,
+        search_budget: int = DEFAULT_BUDGET,
+    ) -> None:
+        super().__init__()
+        text = os.fspath(path)
+        if not text or text == ":memory:" or text.startswith("file::memory:"):
+            raise InvalidInputError(
+                "SqliteMemoryStore needs a file path; use InProcessMemoryStore for memory that "
+                "may vanish with the process"
+            )
+        if readers < 1:
+            raise InvalidInputError("readers must be at least 1")
+        self.path = Path(text)
+        self._readers_count = readers
+        self._clock = clock
+        self._budget = search_budget
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._writer: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def open(self) -> None:
+        """Create the file if needed, migrate the schema and start the threads. Idempotent."""
+        async with self._open_lock:
+            if self._writer is not None:
+                return
+            if self._closed:
+                raise MemoryStoreError("the memory store is closed")
+            writer = ThreadPoolExecutor(1, "ditto-sqlite-writer")
+            try:
+                self.cursor_secret = await asyncio.wrap_future(writer.submit(self._setup))
+            except BaseException:
+                writer.shutdown(wait=True)
+                self._close_connections()
+                raise
+            self._writer = writer
+            self._readers = ThreadPoolExecutor(self._readers_count, "ditto-sqlite-reader")
+
+    def _setup(self) -> bytes:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = self._connection()
+        migrate(connection)
+        return read_cursor_secret(connection)
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = connect(str(self.path))
+            prepare_connection(connection)
+            self._local.connection = connection
+            with self._connections_lock:
+                self._connections.append(connection)
+        return connection
+
+    async def aclose(self) -> None:
+        """Apply queued usage counters, stop the threads and close every connection."""
+        async with self._open_lock:
+            self._closed = True
+            writer, readers = self._writer, self._readers
+            self._writer = self._readers = None
+        for executor in (readers, writer):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, True)
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+
+    async def _read(self, function: Callable[..., T], *args: Any) -> T:
+        if self._readers is None:
+            await self.open()
+        assert self._readers is not None
+        return await asyncio.wrap_future(self._readers.submit(function, *args))
+
+    async def _write(self, function: Callable[..., T], *args: Any) -> T:
+        if self._writer is None:
+            await self.open()
+        assert self._writer is not None
+        return await asyncio.wrap_future(self._writer.submit(self._transaction, function, *args))
+
+    def _transaction(self, function: Callable[..., T], *args: Any) -> T:
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = function(connection, *args)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        return await self._read(self._get, list(ids), list(keys), namespace)
+
+    def _get(self, ids: list[str], keys: list[str], namespace: str) -> list[MemoryItem]:
+        connection = self._connection()
+        rows: list[Any] = []
+        for chunk in _chunks(ids):
+            rows += connection.execute(
+                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+        for chunk in _chunks(keys):
+            rows += connection.execute(
+                f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? "
+                f"AND m.key IN ({', '.join('?' * len(chunk))})",
+                [namespace, *chunk],
+            ).fetchall()
+        return [row_to_item(row) for row in rows]
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        return await self._read(self._query, filter, order, limit, after)
+
+    def _query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        where, params = where_clause(filter)
+        expression, direction, comparison = order_clause(order)
+        if after is not None:
+            where += f" AND ({expression}, m.id) {comparison} (?, ?)"
+            params += [after[0], after[1]]
+        rows = self._connection().execute(
+            f"SELECT {COLUMNS} FROM memories m WHERE {where} "
+            f"ORDER BY {expression} {direction}, m.id {direction} LIMIT ?",
+            [*params, limit],
+        )
+        return [row_to_item(row) for row in rows]
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Keyword search (strategy ``None`` or ``"keyword"``): planned FTS5 BM25, OR semantics,
+        filters before the limit, any text safe. Scores are ``-bm25``: higher is better."""
+        if input.strategy not in (None, "keyword"):
+            raise MemoryStoreError(f"the SQLite store does not support strategy {input.strategy!r}")
+        if input.options:
+            raise MemoryStoreError("keyword search takes no options")
+        if not isinstance(input.query, str):
+            raise MemoryStoreError("keyword search needs a text query")
+        words = query_words(input.query)
+        if not words:
+            return []
+        return await self._read(self._search, words, input.filter, input.limit or 10)
+
+    def _search(self, words: list[str], filter: MemoryFilter, limit: int) -> list[SearchHit]:
+        hits = keyword_search(self._connection(), words, filter, limit, self._budget)
+        return [SearchHit(row_to_item(row), score) for row, score in hits]
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+        return await self._write(self._write_batch, list(drafts), mode, now_from(self._clock))
+
+    def _write_batch(
+        self,
+        connection: sqlite3.Connection,
+        drafts: list[MemoryDraft],
+        mode: WriteMode,
+        now: datetime,
+    ) -> list[MemoryItem]:
+        existing: dict[tuple[str, str], MemoryItem] = {}
+        by_namespace: dict[str, list[str]] = {}
+        for draft in drafts:
+            if draft.key is not None:
+                by_namespace.setdefault(draft.namespace, []).append(draft.key)
+        for namespace, keys in by_namespace.items():
+            for chunk in _chunks(keys):
+                for row in connection.execute(
+                    f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? "
+                    f"AND m.key IN ({', '.join('?' * len(chunk))})",
+                    [namespace, *chunk],
+                ):
+                    item = row_to_item(row)
+                    existing[(item.namespace, item.key or "")] = item
+        steps = plan_writes(drafts, mode, existing, now)
+        inserts = [step.item for step in steps if step.action == "insert"]
+        if inserts:
+            connection.executemany(_INSERT, [item_row(item) for item in inserts])
+            first_seq = connection.execute("SELECT last_insert_rowid()").fetchone()[0]
+            # executemany in one transaction assigns consecutive rowids to a table that only
+            # this writer inserts into, so the batch's seqs end at last_insert_rowid().
+            start = first_seq - len(inserts) + 1
+            connection.executemany(
+                "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)",
+                [(start + offset, *fts_row(item)) for offset, item in enumerate(inserts)],
+            )
+        for step in steps:
+            if step.action == "replace":
+                self._replace(connection, step.item)
+        return [step.item for step in steps]
+
+    def _replace(self, connection: sqlite3.Connection, item: MemoryItem) -> None:
+        row = item_row(item)
+        (seq,) = connection.execute(
+            _REPLACE, (row[3], row[4], row[5], row[6], row[7], row[8], row[10], row[11], item.id)
+        ).fetchone()
+        connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
+        connection.execute(
+            "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)",
+            (seq, *fts_row(item)),
+        )
+
+    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+        return await self._write(self._update, list(patches), now_from(self._clock))
+
+    def _update(
+        self, connection: sqlite3.Connection, patches: list[MemoryPatch], now: datetime
+    ) -> list[MemoryItem]:
+        ids = [patch.id for patch in patches]
+        stored: dict[str, MemoryItem] = {}
+        for chunk in _chunks(ids):
+            for row in connection.execute(
+                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ):
+                item = row_to_item(row)
+                stored[item.id] = item
+        missing = [item_id for item_id in ids if item_id not in stored]
+        if missing:
+            raise not_found(f"no record with id {missing[0]!r}")
+        updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
+        for item in updated:
+            self._replace(connection, item)
+        return updated
+
+    async def delete(self, ids: Sequence[str]) -> list[str]:
+        return await self._write(self._delete, list(ids))
+
+    def _delete(self, connection: sqlite3.Connection, ids: list[str]) -> list[str]:
+        deleted: list[str] = []
+        for item_id in ids:
+            row = connection.execute(
+                "DELETE FROM memories WHERE id = ? RETURNING seq", (item_id,)
+            ).fetchone()
+            if row is not None:
+                connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+                deleted.append(item_id)
+        return deleted
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        if self._writer is None:
+            await self.open()
+        assert self._writer is not None
+        future = self._writer.submit(self._transaction, self._bump_usage, list(ids), to_micros(at))
+        future.add_done_callback(_log_failure)
+
+    @staticmethod
+    def _bump_usage(connection: sqlite3.Connection, ids: list[str], at: int) -> None:
+        connection.executemany(
+            "UPDATE memories SET usage_count = usage_count + 1, last_used_at = ? WHERE id = ?",
+            [(at, item_id) for item_id in ids],
+        )
+
+    async def flush(self) -> None:
+        if self._writer is not None:
+            await asyncio.wrap_future(self._writer.submit(lambda: None))
+
+
+def _log_failure(future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("recording memory usage failed", exc_info=future.exception())

@@ -1,0 +1,81 @@
+"""The SQLite memory schema and its versioned migrations (``PRAGMA user_version``)."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+
+__all__ = ("SCHEMA_VERSION", "migrate", "read_cursor_secret")
+
+_V1 = (
+    # Timestamps are integer microseconds since the epoch (UTC): exact, indexable, comparable.
+    # JSON columns hold msgspec-encoded JSON text. `seq` is the FTS rowid.
+    """
+    CREATE TABLE memories (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        key TEXT,
+        content TEXT NOT NULL,
+        summary TEXT,
+        category TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        source TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        usage_count INTEGER NOT NULL DEFAULT 0,
+        last_used_at INTEGER
+    ) STRICT
+    """,
+    "CREATE UNIQUE INDEX memories_namespace_key ON memories(namespace, key) WHERE key IS NOT NULL",
+    "CREATE INDEX memories_created ON memories(created_at, id)",
+    "CREATE INDEX memories_updated ON memories(updated_at, id)",
+    "CREATE INDEX memories_usage ON memories(usage_count, id)",
+    "CREATE INDEX memories_last_used ON memories(coalesce(last_used_at, -1), id)",
+    "CREATE INDEX memories_namespace_created ON memories(namespace, created_at, id)",
+    "CREATE VIRTUAL TABLE memory_fts USING fts5(key, summary, body, tokenize='porter unicode61')",
+    "CREATE VIRTUAL TABLE memory_fts_vocab USING fts5vocab(memory_fts, 'row')",
+    "CREATE TABLE ditto_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) STRICT",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(connection: sqlite3.Connection) -> None:
+    """Bring the database to :data:`SCHEMA_VERSION`, all steps in one transaction.
+
+    Raises:
+        MemoryStoreError: The file was written by a newer version of Ditto.
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        current = connection.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise MemoryStoreError(
+                f"this memory database has schema version {current}; this version of Ditto "
+                f"knows up to {SCHEMA_VERSION}. Upgrade Ditto to open it.",
+                code=MemoryErrorCode.MEMORY_BACKEND_ERROR,
+            )
+        for statements in _MIGRATIONS[current:]:
+            for statement in statements:
+                connection.execute(statement)
+        if current == 0:
+            connection.execute(
+                "INSERT INTO ditto_meta(name, value) VALUES ('cursor_secret', ?)",
+                (secrets.token_bytes(32),),
+            )
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def read_cursor_secret(connection: sqlite3.Connection) -> bytes:
+    row = connection.execute("SELECT value FROM ditto_meta WHERE name = 'cursor_secret'").fetchone()
+    return bytes(row[0])

@@ -1,0 +1,176 @@
+"""SQL for the SQLite memory store: filters as parameterised WHERE clauses, rows as records,
+and the keyword-search plan. Values always travel as ``?`` parameters; the only text spliced
+into SQL comes from fixed tables here (column names, directions) or from validated metadata
+keys (``^[A-Za-z0-9_:-]+$``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.records import content_text, from_micros, to_micros
+from workers.memory.search.text import fts_phrase
+
+__all__ = (
+    "COLUMNS",
+    "connect",
+    "fts_row",
+    "item_row",
+    "match_expression",
+    "order_clause",
+    "row_to_item",
+    "where_clause",
+)
+
+COLUMNS = (
+    "m.id, m.key, m.namespace, m.content, m.summary, m.category, m.tags, m.metadata, m.source, "
+    "m.created_at, m.updated_at, m.version, m.usage_count, m.last_used_at"
+)
+
+ORDER_EXPRESSIONS = {
+    "created_at": "m.created_at",
+    "updated_at": "m.updated_at",
+    "usage_count": "m.usage_count",
+    "last_used_at": "coalesce(m.last_used_at, -1)",
+}
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+
+
+def row_to_item(row: Sequence[Any]) -> MemoryItem:
+    return MemoryItem(
+        id=row[0],
+        key=row[1],
+        namespace=row[2],
+        content=_decode(row[3]),
+        summary=row[4],
+        category=row[5],
+        tags=_decode(row[6]),
+        metadata=_decode(row[7]),
+        source=row[8],
+        created_at=from_micros(row[9]),
+        updated_at=from_micros(row[10]),
+        version=row[11],
+        usage_count=row[12],
+        last_used_at=None if row[13] is None else from_micros(row[13]),
+    )
+
+
+def item_row(item: MemoryItem) -> tuple[Any, ...]:
+    """Values for ``INSERT INTO memories (id, namespace, key, content, summary, category, tags,
+    metadata, source, created_at, updated_at, version, usage_count, last_used_at)``."""
+    return (
+        item.id,
+        item.namespace,
+        item.key,
+        _encode(item.content).decode(),
+        item.summary,
+        item.category,
+        _encode(item.tags).decode(),
+        _encode(item.metadata).decode(),
+        item.source,
+        to_micros(item.created_at),
+        to_micros(item.updated_at),
+        item.version,
+        item.usage_count,
+        None if item.last_used_at is None else to_micros(item.last_used_at),
+    )
+
+
+def fts_row(item: MemoryItem) -> tuple[str, str, str]:
+    """``(key, summary, body)`` for the FTS index; NUL bytes become spaces (tokenizers stop at
+    them)."""
+    return (
+        (item.key or "").replace("\x00", " "),
+        (item.summary or "").replace("\x00", " "),
+        content_text(item.content).replace("\x00", " "),
+    )
+
+
+def where_clause(filter: MemoryFilter) -> tuple[str, list[Any]]:
+    """``filter`` as SQL over the alias ``m`` (``"1"`` when empty), with its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("m.namespace", filter.namespace),
+        ("m.category", filter.category),
+        ("m.key", filter.key),
+        ("m.source", filter.source),
+    ):
+        if value is not None:
+            parts.append(f"{column} = ?")
+            params.append(value)
+    if filter.key_prefix is not None:
+        # substr is case-sensitive and counts characters, unlike LIKE.
+        parts.append("substr(m.key, 1, ?) = ?")
+        params.extend((len(filter.key_prefix), filter.key_prefix))
+    if filter.tags_any is not None:
+        tags = sorted(set(filter.tags_any))
+        marks = ", ".join("?" * len(tags))
+        parts.append(f"EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN ({marks}))")
+        params.extend(tags)
+    if filter.tags_all is not None:
+        tags = sorted(set(filter.tags_all))
+        marks = ", ".join("?" * len(tags))
+        parts.append(
+            f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?"
+        )
+        params.extend((*tags, len(tags)))
+    for name, expected in (filter.metadata or {}).items():
+        clause, values = _metadata_equals(name, expected)
+        parts.append(clause)
+        params.extend(values)
+    for column, bound, operator in (
+        ("m.created_at", filter.created_after, ">"),
+        ("m.created_at", filter.created_before, "<"),
+        ("m.updated_at", filter.updated_after, ">"),
+        ("m.updated_at", filter.updated_before, "<"),
+    ):
+        if bound is not None:
+            parts.append(f"{column} {operator} ?")
+            params.append(to_micros(bound))
+    return (" AND ".join(parts) or "1"), params
+
+
+def _metadata_equals(name: str, expected: object) -> tuple[str, list[Any]]:
+    path = f'$."{name}"'  # name matches ^[A-Za-z0-9_:-]+$ (validated by the contract)
+    if expected is None:
+        return f"json_type(m.metadata, '{path}') = 'null'", []
+    if isinstance(expected, bool):
+        return f"json_type(m.metadata, '{path}') = '{'true' if expected else 'false'}'", []
+    if isinstance(expected, int | float):
+        return (
+            f"json_type(m.metadata, '{path}') IN ('integer', 'real') "
+            f"AND json_extract(m.metadata, '{path}') = ?",
+            [expected],
+        )
+    return (
+        f"json_type(m.metadata, '{path}') = 'text' AND json_extract(m.metadata, '{path}') = ?",
+        [expected],
+    )
+
+
+def order_clause(order: OrderBy) -> tuple[str, str, str]:
+    """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``."""
+    direction = "DESC" if order.direction == "desc" else "ASC"
+    comparison = "<" if order.direction == "desc" else ">"
+    return ORDER_EXPRESSIONS[order.field], direction, comparison
+
+
+def match_expression(words: Sequence[str]) -> str:
+    """An FTS5 OR of quoted words: user text is data, never FTS5 syntax."""
+    return " OR ".join(fts_phrase(word) for word in words)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, 5 s busy timeout."""
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA busy_timeout = 5000")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    return connection

@@ -1,0 +1,289 @@
+"""``create_memory_worker``: the six MEMORY nodes over a ``MemoryStore`` and an optional
+``MemorySearchProvider``.
+
+The worker owns the contract: it validates what the runtime could not (duplicate keys in a batch,
+empty patches, JSON that cannot round-trip), resolves limits and cursors, checks every store and
+provider output, and maps failures to stable codes. Stores only store.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import msgspec
+
+from ditto.errors import DittoError, InvalidInputError
+from ditto.runtime.context import NodeContext
+from ditto.runtime.worker import WorkerDefinition, define_worker
+from workers.memory.contracts import (
+    DeleteInput,
+    DeleteOutput,
+    GetInput,
+    GetOutput,
+    MemoryItem,
+    QueryInput,
+    QueryOutput,
+    SearchHit,
+    SearchInput,
+    SearchOutput,
+    UpdateInput,
+    UpdateOutput,
+    WriteInput,
+    WriteOutput,
+)
+from workers.memory.cursor import decode_cursor, encode_cursor
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
+from workers.memory.filters import matches_filter
+from workers.memory.ports import MemorySearchProvider, MemoryStore
+from workers.memory.records import Clock, check_json, now_from, order_key, utc_now
+
+__all__ = ("MAX_LIMIT", "create_memory_worker")
+
+logger = logging.getLogger("ditto.workers.memory")
+
+MAX_LIMIT = 10_000
+T = TypeVar("T")
+
+_PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category")
+
+
+class _BackendOutputError(DittoError):
+    default_code = MemoryErrorCode.INVALID_BACKEND_OUTPUT
+
+
+def _off_contract(what: str) -> _BackendOutputError:
+    return _BackendOutputError(f"the memory backend returned an invalid result: {what}")
+
+
+async def _backend(operation: Awaitable[T]) -> T:
+    """Await a store or provider call, keeping coded errors and hiding everything else."""
+    try:
+        return await operation
+    except DittoError:
+        raise
+    except Exception:
+        logger.exception("memory backend operation failed")
+        raise DittoError(
+            "memory backend operation failed", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
+        ) from None
+
+
+def _check_items(items: object, what: str, *, unique: bool = True) -> list[MemoryItem]:
+    if not isinstance(items, list) or not all(isinstance(item, MemoryItem) for item in items):
+        raise _off_contract(f"{what} must be a list of MemoryItem")
+    ids = [item.id for item in items]
+    if unique and len(set(ids)) != len(ids):
+        raise _off_contract(f"{what} repeats a record")
+    return items
+
+
+def _check_limit(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInputError(f"{name} must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+class _MemoryNodes:
+    def __init__(
+        self,
+        store: MemoryStore,
+        search: MemorySearchProvider | None,
+        query_limit: int,
+        search_limit: int,
+        track_usage: bool,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.search_provider = search
+        self.query_limit = query_limit
+        self.search_limit = search_limit
+        self.track_usage = track_usage
+        self.clock = clock
+
+    async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
+        ids = list(dict.fromkeys(request.ids))
+        keys = list(dict.fromkeys(request.keys))
+        if not ids and not keys:
+            return GetOutput([])
+        found = _check_items(
+            # A record asked for by id and by key may come back twice; it is returned once.
+            await _backend(self.store.get(ids, keys, request.namespace)),
+            "GET output",
+            unique=False,
+        )
+        by_id = {item.id: item for item in found}
+        by_key = {
+            item.key: item
+            for item in found
+            if item.key is not None and item.namespace == request.namespace
+        }
+        ordered: dict[str, MemoryItem] = {}
+        for item in [by_id.get(item_id) for item_id in ids] + [by_key.get(key) for key in keys]:
+            if item is not None:
+                ordered.setdefault(item.id, item)
+        return GetOutput(list(ordered.values()))
+
+    async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
+        limit = request.limit or self.query_limit
+        secret = self.store.cursor_secret
+        after = (
+            decode_cursor(secret, request.filter, request.order_by, request.cursor)
+            if request.cursor is not None
+            else None
+        )
+        items = _check_items(
+            await _backend(self.store.query(request.filter, request.order_by, limit + 1, after)),
+            "QUERY output",
+        )
+        if len(items) > limit + 1:
+            raise _off_contract("QUERY returned more records than asked for")
+        page = items[:limit]
+        next_cursor = None
+        if len(items) > limit:
+            last = page[-1]
+            position = (order_key(last, request.order_by.field), last.id)
+            next_cursor = encode_cursor(secret, request.filter, request.order_by, position)
+        return QueryOutput(page, next_cursor)
+
+    async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
+        limit = request.limit or self.search_limit
+        request = msgspec.structs.replace(request, limit=limit)
+        provider: MemorySearchProvider | MemoryStore
+        if self.search_provider is not None:
+            provider = self.search_provider
+        elif self.store.can_search:
+            provider = self.store
+        else:
+            raise SearchUnavailableError()
+        hits = await _backend(provider.search(request, ctx))
+        if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
+            raise _off_contract("SEARCH output must be a list of SearchHit")
+        if len(hits) > limit:
+            raise _off_contract("SEARCH returned more hits than the limit")
+        _check_items([hit.memory for hit in hits], "SEARCH output")
+        for hit in hits:
+            if hit.score is not None and not math.isfinite(hit.score):
+                raise _off_contract("SEARCH returned a non-finite score")
+            if not matches_filter(hit.memory, request.filter):
+                raise _off_contract("SEARCH returned a record outside the filter")
+        if self.track_usage and hits:
+            await _backend(
+                self.store.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
+            )
+        return SearchOutput(hits)
+
+    async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
+        seen: set[tuple[str, str]] = set()
+        for position, draft in enumerate(request.memories):
+            check_json(draft.content, f"memories[{position}].content")
+            check_json(draft.metadata, f"memories[{position}].metadata")
+            if draft.key is None:
+                if request.mode == "upsert":
+                    raise MemoryStoreError(f"memories[{position}]: upsert needs a key")
+                continue
+            if (draft.namespace, draft.key) in seen:
+                raise MemoryStoreError(
+                    f"memories[{position}]: key {draft.key!r} appears twice in one batch"
+                )
+            seen.add((draft.namespace, draft.key))
+        if not request.memories:
+            return WriteOutput([])
+        items = _check_items(
+            await _backend(self.store.write(request.memories, request.mode)), "WRITE output"
+        )
+        if len(items) != len(request.memories) or any(
+            (item.namespace, item.key) != (draft.namespace, draft.key)
+            for item, draft in zip(items, request.memories, strict=True)
+        ):
+            raise _off_contract("WRITE must return one record per draft, in order")
+        return WriteOutput(items)
+
+    async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
+        ids = [patch.id for patch in request.updates]
+        if len(set(ids)) != len(ids):
+            raise MemoryStoreError("an id appears twice in one UPDATE")
+        for position, patch in enumerate(request.updates):
+            if all(getattr(patch, name) is msgspec.UNSET for name in _PATCH_FIELDS):
+                raise MemoryStoreError(
+                    f"updates[{position}]: nothing to change (give content, summary, metadata, "
+                    "tags or category)"
+                )
+            if patch.content is not msgspec.UNSET:
+                check_json(patch.content, f"updates[{position}].content")
+            if patch.metadata is not msgspec.UNSET:
+                check_json(patch.metadata, f"updates[{position}].metadata")
+        if not ids:
+            return UpdateOutput([])
+        items = _check_items(await _backend(self.store.update(request.updates)), "UPDATE output")
+        if [item.id for item in items] != ids:
+            raise _off_contract("UPDATE must return each requested record once, in order")
+        return UpdateOutput(items)
+
+    async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
+        ids = list(dict.fromkeys(request.ids))
+        if not ids:
+            return DeleteOutput([])
+        deleted = await _backend(self.store.delete(ids))
+        requested = set(ids)
+        if (
+            not isinstance(deleted, list)
+            or not all(isinstance(item_id, str) and item_id in requested for item_id in deleted)
+            or len(set(deleted)) != len(deleted)
+        ):
+            raise _off_contract("DELETE must return unique ids from the request")
+        return DeleteOutput(deleted)
+
+
+def create_memory_worker(
+    store: MemoryStore,
+    search: MemorySearchProvider | None = None,
+    *,
+    query_limit: int = 100,
+    search_limit: int = 10,
+    track_usage: bool = True,
+    concurrency: int | None = None,
+    clock: Clock = utc_now,
+) -> WorkerDefinition:
+    """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``.
+
+    Args:
+        store: Where records live. The application owns it (opens and closes it); the worker
+            never closes it.
+        search: Recall/ranking for SEARCH; default the store's own search, else SEARCH fails
+            with ``SEARCH_UNAVAILABLE``. CRUD always goes to ``store``.
+        query_limit: QUERY page size when the request gives none (1..10000).
+        search_limit: SEARCH hit count when the request gives none (1..10000).
+        track_usage: Count each SEARCH hit as a use (``usage_count``, ``last_used_at``).
+        concurrency: Most calls one replica runs at once (``None``: unlimited).
+        clock: Time of usage stamps.
+
+    Raises:
+        InvalidInputError: A limit is not an integer from 1 to 10000.
+    """
+    if not isinstance(store, MemoryStore):
+        raise InvalidInputError("store must be a MemoryStore")
+    if search is not None and not isinstance(search, MemorySearchProvider):
+        raise InvalidInputError("search must have an async search(input, ctx) method")
+    nodes = _MemoryNodes(
+        store,
+        search,
+        _check_limit("query_limit", query_limit),
+        _check_limit("search_limit", search_limit),
+        track_usage,
+        clock,
+    )
+    return define_worker(
+        "memory",
+        {
+            "MEMORY.GET": nodes.get,
+            "MEMORY.QUERY": nodes.query,
+            "MEMORY.SEARCH": nodes.search,
+            "MEMORY.WRITE": nodes.write,
+            "MEMORY.UPDATE": nodes.update,
+            "MEMORY.DELETE": nodes.delete,
+        },
+        concurrency=concurrency,
+    )
