@@ -1,0 +1,58 @@
+"""``render_index``: the compact listing of memories an agent puts into its prompt."""
+
+from __future__ import annotations
+
+from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.ports import MemoryStore
+from workers.memory.records import content_text
+
+__all__ = ("render_index",)
+
+_PREVIEW_CHARS = 80
+
+
+async def render_index(
+    store: MemoryStore,
+    *,
+    namespace: str | None = None,
+    max_entries: int = 20,
+    max_bytes: int | None = None,
+) -> str:
+    """One line per memory, most recently used first, never-used ones last::
+
+        - plan:current [default] (core; project) — Ship the store this week
+
+    Args:
+        store: Where the memories are.
+        namespace: Only this namespace; default all.
+        max_entries: Most lines (>= 1).
+        max_bytes: Stop before the UTF-8 listing would exceed this many bytes.
+
+    Returns:
+        The listing (lines joined by ``\\n``; empty when there is nothing to list).
+    """
+    if max_entries < 1:
+        raise ValueError("max_entries must be at least 1")
+    await store.flush()
+    filter = MemoryFilter(namespace=namespace)
+    used = await store.query(filter, OrderBy("last_used_at", "desc"), max_entries, None)
+    lines: list[str] = []
+    size = 0
+    for item in used:
+        line = _line(item)
+        cost = len(line.encode("utf-8")) + (1 if lines else 0)
+        if max_bytes is not None and size + cost > max_bytes:
+            break
+        lines.append(line)
+        size += cost
+    return "\n".join(lines)
+
+
+def _line(item: MemoryItem) -> str:
+    label = item.key or item.id
+    facets = "; ".join(filter(None, (item.category, ", ".join(item.tags))))
+    text = item.summary or content_text(item.content)
+    preview = " ".join(text.split())
+    if len(preview) > _PREVIEW_CHARS:
+        preview = preview[: _PREVIEW_CHARS - 1] + "…"
+    return f"- {label} [{item.namespace}] ({facets}) — {preview}"
