@@ -1,12 +1,15 @@
-"""The demo that ``ditto demo`` runs: one graph over a worker defined right here.
+"""The demo that ``ditto demo`` runs: one graph over a worker defined right here and the
+configured MEMORY worker (by default a SQLite file, no server).
 
-It shows the four things every Ditto graph deals with:
+It shows the things every Ditto graph deals with:
 
 * **fan-out** — four lookups start at once, each on the ``research`` worker;
 * **a dependency** — ``summarize`` waits for all of them;
 * **a failed node checked by a binder** — the ``archive`` lookup fails with ``NOT_FOUND``, and
   the summary's binder skips it after checking ``.ok`` instead of crashing on a missing output;
-* **a timeout** — the ``web`` lookup is slower than its task timeout and ends as ``timeout``.
+* **a timeout** — the ``web`` lookup is slower than its task timeout and ends as ``timeout``;
+* **durable memory** — the summary is written to MEMORY under a stable key (re-runs replace it
+  instead of adding duplicates), then searched and listed by how often each record was used.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ from typing import Any
 import anyio
 import msgspec
 
+from ditto.bootstrap import open_runtime
+from ditto.config import Settings
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode
-from ditto.graph.builder import Graph, graph
+from ditto.graph.builder import Binder, Graph, graph
 from ditto.runtime.context import NodeContext
 from ditto.runtime.results import RunResult
-from ditto.runtime.runtime import create_ditto
 from ditto.runtime.worker import WorkerDefinition, define_worker
 
-__all__ = ("SOURCES", "build_graph", "build_worker", "run_demo")
+__all__ = ("SOURCES", "build_graph", "build_research_graph", "build_worker", "run_demo")
 
 SOURCES = ("notes", "wiki", "archive", "web")
 """The lookups the demo fans out to: ``archive`` fails, ``web`` times out."""
@@ -97,9 +101,9 @@ def _bind_lookup(source: str) -> Callable[[str, Mapping[str, NodeResult[Any]]], 
     return bind
 
 
-def build_graph() -> Graph:
+def build_research_graph() -> Graph:
     """Four lookups fanned out from the run input, then one summary that depends on all."""
-    plan = graph("demo-research")
+    plan = graph("demo")
     for source in SOURCES:
         plan = plan.node(
             source,
@@ -111,7 +115,88 @@ def build_graph() -> Graph:
     return plan.node("summarize", "RESEARCH.SUMMARIZE", list(SOURCES), _bind_summary)
 
 
-async def run_demo(topic: str = "agent memory") -> RunResult:
-    """Run the demo graph on a fresh runtime and return its result."""
-    async with create_ditto(workers=[build_worker()]) as runtime:
+def _bind_memory_write(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[str, Any]:
+    summary = deps["summarize"]
+    if not summary.ok:
+        raise RuntimeError("the summary failed, so there is nothing to remember")
+    text = summary.unwrap()
+    return {
+        "mode": "upsert",
+        "memories": [
+            {
+                "key": f"summary:{topic}",
+                "namespace": MEMORY_NAMESPACE,
+                "content": text.text,
+                "summary": f"what the demo found about {topic}",
+                "tags": ["demo", "summary"],
+                "metadata": {"sources_used": text.sources_used},
+                "source": "ditto demo",
+            },
+            *FACTS,
+        ],
+    }
+
+
+def _after_write(build: Callable[[str], dict[str, Any]]) -> Binder:
+    def bind(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[str, Any]:
+        deps["remember"].unwrap()  # raises (stopping the run) if the write failed
+        return build(topic)
+
+    return bind
+
+
+MEMORY_NAMESPACE = "demo"
+FACTS = [
+    {
+        "key": "fact:context",
+        "namespace": MEMORY_NAMESPACE,
+        "content": "Context is a working set in Redis with a TTL; memory outlives it.",
+        "tags": ["demo"],
+    },
+    {
+        "key": "fact:keys",
+        "namespace": MEMORY_NAMESPACE,
+        "content": "A stable key makes a memory write idempotent: re-runs replay, not duplicate.",
+        "tags": ["demo"],
+    },
+]
+
+
+def build_graph() -> Graph:
+    """Four lookups fanned out from the run input, one summary that depends on all of them,
+    then the summary remembered, recalled and listed."""
+    plan = build_research_graph()
+    return (
+        plan.node("remember", "MEMORY.WRITE", ["summarize"], _bind_memory_write)
+        .node(
+            "recall",
+            "MEMORY.SEARCH",
+            ["remember"],
+            _after_write(
+                lambda topic: {
+                    "query": f"what do we know about {topic}?",
+                    "filter": {"namespace": MEMORY_NAMESPACE},
+                    "limit": 3,
+                }
+            ),
+        )
+        .node(
+            "listing",
+            "MEMORY.QUERY",
+            ["remember"],
+            _after_write(
+                lambda topic: {
+                    "filter": {"namespace": MEMORY_NAMESPACE},
+                    "order_by": {"field": "usage_count", "direction": "desc"},
+                    "limit": 5,
+                }
+            ),
+        )
+    )
+
+
+async def run_demo(topic: str = "agent memory", settings: Settings | None = None) -> RunResult:
+    """Run the demo graph on a runtime built from ``settings`` (default: ``ditto.yaml`` and the
+    environment, which means a SQLite memory file when nothing is configured)."""
+    async with open_runtime(settings, workers=[build_worker()]) as runtime:
         return await runtime.run(build_graph(), topic)

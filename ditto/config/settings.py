@@ -7,6 +7,7 @@ defaults live in YAML; URLs and credentials only ever come from the environment 
 
 from __future__ import annotations
 
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -51,6 +52,17 @@ def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str)
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
+    backend: Literal["sqlite", "inprocess"] = "sqlite"
+    """Where records live: ``sqlite`` (one file, the embedded default) or ``inprocess`` (lost
+    when the process exits; for tests and experiments)."""
+    sqlite_path: str = Field("memory.sqlite", min_length=1)
+    """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
+    query_limit: int = Field(100, ge=1, le=10_000)
+    """QUERY page size when a request gives none."""
+    search_limit: int = Field(10, ge=1, le=10_000)
+    """SEARCH hits when a request gives none."""
+    track_usage: bool = True
+    """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
     postgres_url: SecretStr | None = None
     """From ``DITTO_WORKER_MEMORY_POSTGRES_URL`` only (never YAML)."""
 

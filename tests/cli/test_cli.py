@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,8 +96,32 @@ def test_bad_config_exits_2_with_the_key_path(tmp_path: Path) -> None:
 def test_demo_runs_and_shows_every_status(tmp_path: Path) -> None:
     completed = run_cli("demo", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
-    for expected in ("success", "failed", "timeout", "NOT_FOUND", "summary:"):
+    for expected in ("success", "failed", "timeout", "NOT_FOUND", "summary:", "MEMORY.SEARCH"):
         assert expected in completed.stdout
+    assert f"memory: {tmp_path.resolve() / 'memory.sqlite'}" in completed.stdout.replace("\n", "")
+
+
+def test_demo_memory_is_durable_and_reruns_add_no_duplicates(tmp_path: Path) -> None:
+    run_cli("demo", cwd=tmp_path)
+    second = run_cli("demo", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    listing = [
+        line.split()
+        for line in second.stdout.splitlines()
+        if re.search(r"used \d+x\s+version", line)
+    ]
+    assert len(listing) == 3  # the same three records, not six
+    assert all(row[-1] == "1" for row in listing)  # version 1: identical re-runs replay
+    assert any("1x" in row for row in listing)  # the first run's recall was counted
+
+
+def test_demo_uses_the_configured_store(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: inprocess\n")
+    completed = run_cli("demo", "--config", str(config), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert "memory: inprocess store" in completed.stdout
+    assert not (tmp_path / "memory.sqlite").exists()
 
 
 def test_python_dash_m_ditto_is_the_same_command() -> None:

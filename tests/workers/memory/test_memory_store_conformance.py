@@ -125,7 +125,7 @@ async def test_content_json_cannot_hold_is_refused(memory: MemoryHarness, conten
 
 
 async def test_get_returns_ids_then_keys_in_request_order_each_once(memory: MemoryHarness) -> None:
-    a, b, c = await memory.write(
+    a, _, c = await memory.write(
         {"key": "a", "content": 1}, {"key": "b", "content": 2}, {"key": "c", "content": 3}
     )
     output = await memory.ok(
@@ -584,3 +584,14 @@ async def test_timestamps_come_from_the_store_clock(memory: MemoryHarness) -> No
 async def test_search_unavailable_is_reported(memory: MemoryHarness) -> None:
     assert memory.store.can_search
     assert MemoryErrorCode.SEARCH_UNAVAILABLE == "SEARCH_UNAVAILABLE"
+
+
+async def test_a_word_is_found_right_after_a_search_that_missed_it(memory: MemoryHarness) -> None:
+    await memory.write({"content": "espresso"})
+    assert (await memory.ok("MEMORY.SEARCH", {"query": "zebra espresso"})).hits
+    assert [
+        h.memory.content for h in (await memory.ok("MEMORY.SEARCH", {"query": "zebra"})).hits
+    ] == []
+    await memory.write({"content": "a zebra crossing"})
+    hits = (await memory.ok("MEMORY.SEARCH", {"query": "zebra"})).hits
+    assert [hit.memory.content for hit in hits] == ["a zebra crossing"]

@@ -13,7 +13,13 @@ import anyio
 import pytest
 
 from ditto import InvalidInputError, create_ditto
-from workers.memory import MemoryFilter, MemoryStoreError, OrderBy, SqliteMemoryStore, create_memory_worker
+from workers.memory import (
+    MemoryFilter,
+    MemoryStoreError,
+    OrderBy,
+    SqliteMemoryStore,
+    create_memory_worker,
+)
 from workers.memory.stores import sqlite as sqlite_module
 from workers.memory.stores.sqlite_schema import SCHEMA_VERSION
 
@@ -33,7 +39,11 @@ async def test_reopening_the_file_returns_everything(tmp_path: Path) -> None:
         async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
             written = await runtime.invoke(
                 "MEMORY.WRITE",
-                {"memories": [{"key": f"k{n}", "content": {"n": n}, "tags": ["t"]} for n in range(50)]},
+                {
+                    "memories": [
+                        {"key": f"k{n}", "content": {"n": n}, "tags": ["t"]} for n in range(50)
+                    ]
+                },
             )
             await runtime.invoke("MEMORY.SEARCH", {"query": "t"})  # no hit: tags are not text
             page = await runtime.invoke("MEMORY.QUERY", {"limit": 10})
@@ -147,7 +157,7 @@ async def test_a_process_killed_mid_batch_leaves_no_partial_batch(tmp_path: Path
     path = tmp_path / "m.sqlite"
     async with SqliteMemoryStore(path) as store:
         await store.write([sqlite_module.MemoryDraft(content="before")], "create")
-    child = subprocess.Popen(
+    child = subprocess.Popen(  # noqa: ASYNC220 - a child we kill, not one we await
         [sys.executable, "-c", CRASHING_WRITER, str(path)], stdout=subprocess.PIPE, text=True
     )
     try:
@@ -171,7 +181,9 @@ async def test_reads_and_writes_can_run_concurrently(tmp_path: Path) -> None:
 
             async def writer(n: int) -> None:
                 results.append(
-                    await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": f"espresso {n}"}]})
+                    await runtime.invoke(
+                        "MEMORY.WRITE", {"memories": [{"content": f"espresso {n}"}]}
+                    )
                 )
 
             async def reader() -> None:

@@ -38,7 +38,9 @@ class CrudOnlyStore(MemoryStore):
         super().__init__()
         self.inner = InProcessMemoryStore()
 
-    async def get(self, ids: Sequence[str], keys: Sequence[str], namespace: str) -> list[MemoryItem]:
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
         return await self.inner.get(ids, keys, namespace)
 
     async def query(
@@ -102,21 +104,28 @@ async def test_an_explicit_provider_replaces_the_store_search() -> None:
             items = await store.query(input.filter, OrderBy(), input.limit or 10, None)
             return [SearchHit(item, 1.0) for item in items]
 
-    async with create_ditto(workers=[create_memory_worker(store, Everything(), search_limit=3)]) as runtime:
+    async with create_ditto(
+        workers=[create_memory_worker(store, Everything(), search_limit=3)]
+    ) as runtime:
         await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": n} for n in range(5)]})
         result = await runtime.invoke("MEMORY.SEARCH", {"query": "anything"})
     assert len(result.unwrap().hits) == 3
     assert calls[0].limit == 3  # the provider receives the resolved limit
 
 
-@pytest.mark.parametrize(("mode", "code"), [
-    ("dicts", "INVALID_BACKEND_OUTPUT"),
-    ("short", "INVALID_BACKEND_OUTPUT"),
-    ("raise", "MEMORY_BACKEND_ERROR"),
-])
+@pytest.mark.parametrize(
+    ("mode", "code"),
+    [
+        ("dicts", "INVALID_BACKEND_OUTPUT"),
+        ("short", "INVALID_BACKEND_OUTPUT"),
+        ("raise", "MEMORY_BACKEND_ERROR"),
+    ],
+)
 async def test_off_contract_or_failing_stores_give_coded_safe_errors(mode: str, code: str) -> None:
     async with create_ditto(workers=[create_memory_worker(BrokenStore(mode))]) as runtime:
-        result = await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": 1}, {"content": 2}]})
+        result = await runtime.invoke(
+            "MEMORY.WRITE", {"memories": [{"content": 1}, {"content": 2}]}
+        )
     assert result.error is not None
     assert result.error.code == code
     assert "hunter2" not in result.error.message
@@ -128,8 +137,10 @@ async def test_delete_and_query_outputs_are_checked() -> None:
         await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": 1}]})
         deleted = await runtime.invoke("MEMORY.DELETE", {"ids": ["a"]})
         queried = await runtime.invoke("MEMORY.QUERY", {"limit": 1})
-    assert deleted.error is not None and deleted.error.code == "INVALID_BACKEND_OUTPUT"
-    assert queried.error is not None and queried.error.code == "INVALID_BACKEND_OUTPUT"
+    assert deleted.error is not None
+    assert deleted.error.code == "INVALID_BACKEND_OUTPUT"
+    assert queried.error is not None
+    assert queried.error.code == "INVALID_BACKEND_OUTPUT"
 
 
 async def test_a_provider_returning_records_outside_the_filter_is_rejected() -> None:
@@ -142,11 +153,16 @@ async def test_a_provider_returning_records_outside_the_filter_is_rejected() -> 
 
     async with create_ditto(workers=[create_memory_worker(store, Leaky())]) as runtime:
         await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": 1, "namespace": "bob"}]})
-        result = await runtime.invoke("MEMORY.SEARCH", {"query": "x", "filter": {"namespace": "alice"}})
-    assert result.error is not None and result.error.code == "INVALID_BACKEND_OUTPUT"
+        result = await runtime.invoke(
+            "MEMORY.SEARCH", {"query": "x", "filter": {"namespace": "alice"}}
+        )
+    assert result.error is not None
+    assert result.error.code == "INVALID_BACKEND_OUTPUT"
 
 
-@pytest.mark.parametrize("limits", [{"query_limit": 0}, {"search_limit": 10_001}, {"query_limit": 1.5}])
+@pytest.mark.parametrize(
+    "limits", [{"query_limit": 0}, {"search_limit": 10_001}, {"query_limit": 1.5}]
+)
 def test_worker_limits_are_checked_at_construction(limits: dict[str, Any]) -> None:
     with pytest.raises(Exception, match="from 1 to 10000"):
         create_memory_worker(InProcessMemoryStore(), **limits)
@@ -162,48 +178,72 @@ async def test_recency_scores_by_age_and_breaks_ties_by_id() -> None:
     store = InProcessMemoryStore()
     worker = create_memory_worker(store, recency_search(store, now=NOW))
     async with create_ditto(workers=[worker]) as runtime:
-        await runtime.invoke("MEMORY.WRITE", {"memories": [
-            {"content": "redis old", "metadata": {"saved_at": "2026-08-23T00:00:00Z"}},
-            {"content": "redis new", "metadata": {"saved_at": "2026-08-31T00:00:00Z"}},
-            {"content": "redis future", "metadata": {"saved_at": "2026-09-05T00:00:00+00:00"}},
-            {"content": "redis undated"},
-            {"content": "redis garbled", "metadata": {"saved_at": "last tuesday"}},
-        ]})
-        result = await runtime.invoke("MEMORY.SEARCH", {"query": "redis", "strategy": "recent-keyword"})
+        await runtime.invoke(
+            "MEMORY.WRITE",
+            {
+                "memories": [
+                    {"content": "redis old", "metadata": {"saved_at": "2026-08-23T00:00:00Z"}},
+                    {"content": "redis new", "metadata": {"saved_at": "2026-08-31T00:00:00Z"}},
+                    {
+                        "content": "redis future",
+                        "metadata": {"saved_at": "2026-09-05T00:00:00+00:00"},
+                    },
+                    {"content": "redis undated"},
+                    {"content": "redis garbled", "metadata": {"saved_at": "last tuesday"}},
+                ]
+            },
+        )
+        result = await runtime.invoke(
+            "MEMORY.SEARCH", {"query": "redis", "strategy": "recent-keyword"}
+        )
     hits = result.unwrap().hits
     assert [(hit.memory.content, hit.score) for hit in hits[:3]] == [
-        ("redis future", 1.0), ("redis new", 0.5), ("redis old", 0.1)
+        ("redis future", 1.0),
+        ("redis new", 0.5),
+        ("redis old", 0.1),
     ]
     undated = hits[3:]
     assert [hit.score for hit in undated] == [0.0, 0.0]
     assert [hit.memory.id for hit in undated] == sorted(hit.memory.id for hit in undated)
 
 
-@pytest.mark.parametrize("request_", [
-    {"query": "redis"},
-    {"query": "redis", "strategy": "keyword"},
-    {"query": 1, "strategy": "recent-keyword"},
-    {"query": "redis", "strategy": "recent-keyword", "options": {"decay": 2}},
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"query": "redis"},
+        {"query": "redis", "strategy": "keyword"},
+        {"query": 1, "strategy": "recent-keyword"},
+        {"query": "redis", "strategy": "recent-keyword", "options": {"decay": 2}},
+    ],
+)
 async def test_recency_refuses_other_strategies_and_options(request_: dict[str, Any]) -> None:
     store = InProcessMemoryStore()
-    async with create_ditto(workers=[create_memory_worker(store, recency_search(store, now=NOW))]) as runtime:
+    async with create_ditto(
+        workers=[create_memory_worker(store, recency_search(store, now=NOW))]
+    ) as runtime:
         result = await runtime.invoke("MEMORY.SEARCH", request_)
-    assert result.error is not None and result.error.code == "INVALID_INPUT"
+    assert result.error is not None
+    assert result.error.code == "INVALID_INPUT"
 
 
 async def test_recency_over_fetches_four_times_the_limit_up_to_100() -> None:
     seen: list[int | None] = []
 
     class Counting(InProcessMemoryStore):
-        async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        async def search(
+            self, input: SearchInput, ctx: NodeContext | None = None
+        ) -> list[SearchHit]:
             seen.append(input.limit)
             return await super().search(input, ctx)
 
     store = Counting()
-    async with create_ditto(workers=[create_memory_worker(store, recency_search(store, now=NOW))]) as runtime:
+    async with create_ditto(
+        workers=[create_memory_worker(store, recency_search(store, now=NOW))]
+    ) as runtime:
         for limit in (2, 40):
-            await runtime.invoke("MEMORY.SEARCH", {"query": "x", "strategy": "recent-keyword", "limit": limit})
+            await runtime.invoke(
+                "MEMORY.SEARCH", {"query": "x", "strategy": "recent-keyword", "limit": limit}
+            )
     assert seen == [8, 100]
 
 
@@ -213,11 +253,16 @@ async def test_recency_over_fetches_four_times_the_limit_up_to_100() -> None:
 async def test_render_index_lists_most_recently_used_first_within_limits() -> None:
     store = InProcessMemoryStore()
     async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
-        await runtime.invoke("MEMORY.WRITE", {"memories": [
-            {"key": "plan:current", "content": "ship the store", "tags": ["project"]},
-            {"key": "pref:tea", "content": "likes green tea " * 20, "namespace": "alice"},
-            {"content": {"note": "never used"}, "summary": "an unused note"},
-        ]})
+        await runtime.invoke(
+            "MEMORY.WRITE",
+            {
+                "memories": [
+                    {"key": "plan:current", "content": "ship the store", "tags": ["project"]},
+                    {"key": "pref:tea", "content": "likes green tea " * 20, "namespace": "alice"},
+                    {"content": {"note": "never used"}, "summary": "an unused note"},
+                ]
+            },
+        )
         await runtime.invoke("MEMORY.SEARCH", {"query": "tea"})
         await runtime.invoke("MEMORY.SEARCH", {"query": "ship"})
     index = await render_index(store)

@@ -141,10 +141,10 @@ class InProcessMemoryStore(MemoryStore):
         return [step.item for step in steps]
 
     async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+        now = now_from(self._clock)  # read once per call, refused or not, like every store
         missing = [patch.id for patch in patches if patch.id not in self._items]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
-        now = now_from(self._clock)
         updated = [apply_patch(self._items[patch.id], patch, now) for patch in patches]
         for item in updated:  # only after every patch applied: all or nothing
             self._put(item)

@@ -7,8 +7,10 @@ Design:
   hop, never one per row. WAL lets readers run while the writer commits.
 * **Transactions.** Every write is ``BEGIN IMMEDIATE`` ... ``COMMIT`` with the FTS index kept in
   sync in the same transaction, so a failure or a crash mid-batch leaves no partial batch.
-* **Usage counters** are queued to the writer without waiting (off the read path); they are
-  applied in order before any later write, and :meth:`flush` waits for them.
+* **Usage counters** are collected in memory without waiting (off the read path) and applied
+  in one transaction by the writer: at most ``_USAGE_DELAY`` seconds later, or first thing in
+  the next write transaction, whichever comes first; :meth:`flush` applies them now. Coalescing
+  them keeps a busy search path from turning into one write transaction per search.
 * **Schema** is versioned with ``PRAGMA user_version`` (``sqlite_schema``); SQL is parameterised
   (``sqlite_sql``); keyword search is planned FTS5 BM25 (``sqlite_search``).
 """
@@ -49,7 +51,7 @@ from workers.memory.records import (
 )
 from workers.memory.search.text import query_words
 from workers.memory.stores.sqlite_schema import migrate, read_cursor_secret
-from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, keyword_search, prepare_connection
+from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
 from workers.memory.stores.sqlite_sql import (
     COLUMNS,
     connect,
@@ -70,6 +72,7 @@ logger = logging.getLogger("ditto.workers.memory.sqlite")
 T = TypeVar("T")
 
 _CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
+_USAGE_DELAY = 0.05
 _INSERT = (
     "INSERT INTO memories (id, namespace, key, content, summary, category, tags, metadata, "
     "source, created_at, updated_at, version, usage_count, last_used_at) "
@@ -134,6 +137,9 @@ class SqliteMemoryStore(MemoryStore):
         self._readers: ThreadPoolExecutor | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False
+        self._usage_lock = threading.Lock()
+        self._pending_usage: dict[str, tuple[int, int]] = {}
+        self._usage_timer: asyncio.TimerHandle | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -165,14 +171,15 @@ class SqliteMemoryStore(MemoryStore):
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = connect(str(self.path))
-            prepare_connection(connection)
             self._local.connection = connection
+            self._local.planner = KeywordPlanner(connection)
             with self._connections_lock:
                 self._connections.append(connection)
         return connection
 
     async def aclose(self) -> None:
-        """Apply queued usage counters, stop the threads and close every connection."""
+        """Apply pending usage counters, stop the threads and close every connection."""
+        await self.flush()
         async with self._open_lock:
             self._closed = True
             writer, readers = self._writer, self._readers
@@ -202,11 +209,23 @@ class SqliteMemoryStore(MemoryStore):
 
     def _transaction(self, function: Callable[..., T], *args: Any) -> T:
         connection = self._connection()
+        with self._usage_lock:
+            usage, self._pending_usage = self._pending_usage, {}
         connection.execute("BEGIN IMMEDIATE")
         try:
+            if usage:
+                connection.executemany(
+                    "UPDATE memories SET usage_count = usage_count + ?, "
+                    "last_used_at = max(coalesce(last_used_at, ?), ?) WHERE id = ?",
+                    [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
+                )
             result = function(connection, *args)
         except BaseException:
             connection.execute("ROLLBACK")
+            with self._usage_lock:  # the counters were not stored: keep them for next time
+                for item_id, (count, at) in usage.items():
+                    pending = self._pending_usage.get(item_id, (0, at))
+                    self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
             raise
         connection.execute("COMMIT")
         return result
@@ -269,7 +288,8 @@ class SqliteMemoryStore(MemoryStore):
         return await self._read(self._search, words, input.filter, input.limit or 10)
 
     def _search(self, words: list[str], filter: MemoryFilter, limit: int) -> list[SearchHit]:
-        hits = keyword_search(self._connection(), words, filter, limit, self._budget)
+        self._connection()
+        hits = keyword_search(self._local.planner, words, filter, limit, self._budget)
         return [SearchHit(row_to_item(row), score) for row, score in hits]
 
     # ----------------------------------------------------------------- writes
@@ -364,22 +384,30 @@ class SqliteMemoryStore(MemoryStore):
         return deleted
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
-        if self._writer is None:
-            await self.open()
-        assert self._writer is not None
-        future = self._writer.submit(self._transaction, self._bump_usage, list(ids), to_micros(at))
-        future.add_done_callback(_log_failure)
+        micros = to_micros(at)
+        with self._usage_lock:
+            for item_id in ids:
+                count, last = self._pending_usage.get(item_id, (0, micros))
+                self._pending_usage[item_id] = (count + 1, max(last, micros))
+        if self._usage_timer is None and not self._closed:
+            loop = asyncio.get_running_loop()
+            self._usage_timer = loop.call_later(_USAGE_DELAY, self._apply_usage_soon)
 
-    @staticmethod
-    def _bump_usage(connection: sqlite3.Connection, ids: list[str], at: int) -> None:
-        connection.executemany(
-            "UPDATE memories SET usage_count = usage_count + 1, last_used_at = ? WHERE id = ?",
-            [(at, item_id) for item_id in ids],
-        )
+    def _apply_usage_soon(self) -> None:
+        self._usage_timer = None
+        if self._writer is not None:
+            self._writer.submit(self._transaction, _nothing).add_done_callback(_log_failure)
 
     async def flush(self) -> None:
+        if self._usage_timer is not None:
+            self._usage_timer.cancel()
+            self._usage_timer = None
         if self._writer is not None:
-            await asyncio.wrap_future(self._writer.submit(lambda: None))
+            await asyncio.wrap_future(self._writer.submit(self._transaction, _nothing))
+
+
+def _nothing(connection: sqlite3.Connection) -> None:
+    """A transaction that only applies pending usage counters."""
 
 
 def _log_failure(future: Future[None]) -> None:

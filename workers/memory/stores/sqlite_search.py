@@ -11,25 +11,33 @@ a long tail. The plan keeps OR recall without that cost:
    rarest first while their summed document frequencies stay within ``budget`` postings (the
    rarest word is always kept): the frequent words left out carry little IDF, and scoring their
    postings is what makes OR slow.
-4. Phase 1 ranks the matches of the kept words by BM25, filter applied before the limit.
-5. If phase 1 found fewer than ``limit`` records and words were left out, phase 2 fills the
-   rest with the newest records matching those words (their postings are read newest first, so
-   this costs ``limit`` rows, not the whole doclist), scored by BM25 and ranked after phase 1.
+4. Phase 1 ranks the matches of the kept words by BM25, filter applied before the limit. When
+   even the rarest word alone exceeds the budget, phase 1 ranks only the newest slice of the
+   index that holds about ``budget`` of its postings (rowids grow with time).
+5. If phase 1 found fewer than ``limit`` records and something was left out, phase 2 fills the
+   rest with the newest records matching any query word (postings are read newest first, so
+   this costs ``limit`` rows, not whole doclists), scored by BM25 and ranked after phase 1.
+
+Phase 1 therefore never ranks much more than ``budget`` postings, whatever the query.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from time import monotonic
 from typing import Any
 
 from workers.memory.contracts import MemoryFilter
 from workers.memory.stores.sqlite_sql import COLUMNS, match_expression, where_clause
 
-__all__ = ("DEFAULT_BUDGET", "keyword_search", "prepare_connection")
+__all__ = ("DEFAULT_BUDGET", "KeywordPlanner", "keyword_search", "prepare_connection")
 
-DEFAULT_BUDGET = 20_000
-"""Postings phase 1 may score; bounds the cost of one search."""
+DEFAULT_BUDGET = 4_000
+"""Postings phase 1 may rank; bounds the cost of one search (~1-2 µs per posting here)."""
+
+_CACHE_ENTRIES = 50_000
+_FREQUENCY_TTL = 10.0
 
 
 def prepare_connection(connection: sqlite3.Connection) -> None:
@@ -44,72 +52,140 @@ def prepare_connection(connection: sqlite3.Connection) -> None:
     )
 
 
-def plan_words(
-    connection: sqlite3.Connection, words: Sequence[str], budget: int
-) -> tuple[list[str], list[str]]:
-    """Split ``words`` into those phase 1 ranks and the frequent ones left for phase 2."""
-    connection.execute("DELETE FROM temp.query_words")
-    connection.executemany(
-        "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(words)
-    )
-    terms_of: dict[int, list[str]] = {}
-    for term, position in connection.execute("SELECT term, doc FROM temp.query_words_terms"):
-        terms_of.setdefault(position, []).append(term)
-    all_terms = sorted({term for terms in terms_of.values() for term in terms})
-    if not all_terms:
-        return [], []
-    marks = ", ".join("?" * len(all_terms))
-    frequency = dict(
-        connection.execute(
-            f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", all_terms
-        ).fetchall()
-    )
-    sized = []
-    for position, terms in terms_of.items():
-        counts = [frequency.get(term, 0) for term in terms]
-        if min(counts) > 0:  # a word with an unindexed term cannot match
-            sized.append((min(counts), position))
-    sized.sort()
-    kept: list[str] = []
-    dropped: list[str] = []
-    spent = 0
-    for count, position in sized:
-        if not kept or spent + count <= budget:
-            kept.append(words[position])
-            spent += count
-        else:
-            dropped.append(words[position])
-    return kept, dropped
+class KeywordPlanner:
+    """Plans keyword searches on one connection (so one thread), caching what it learns.
+
+    Tokenizing a word never changes, so it is cached for good. Document frequencies change
+    with writes, so positive ones are cached for ``_FREQUENCY_TTL`` seconds: a plan only needs
+    them roughly right, and a stale one costs a little speed, never a result (terms not in the
+    index are never cached, so a word written a moment ago is found at once).
+    """
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        prepare_connection(connection)
+        self.connection = connection
+        self._terms: dict[str, tuple[str, ...]] = {}
+        self._frequency: dict[str, tuple[int, float]] = {}
+
+    def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        """The index terms (stemmed by FTS5 itself) of each word."""
+        unknown = [word for word in words if word not in self._terms]
+        if unknown:
+            connection = self.connection
+            connection.execute("DELETE FROM temp.query_words")
+            connection.executemany(
+                "INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(unknown)
+            )
+            found: dict[int, list[str]] = {}
+            for term, position in connection.execute(
+                "SELECT term, doc FROM temp.query_words_terms ORDER BY doc, offset"
+            ):
+                found.setdefault(position, []).append(term)
+            if len(self._terms) + len(unknown) > _CACHE_ENTRIES:
+                self._terms.clear()
+            for position, word in enumerate(unknown):
+                self._terms[word] = tuple(found.get(position, ()))
+        return [self._terms[word] for word in words]
+
+    def frequencies(self, terms: set[str]) -> dict[str, int]:
+        """Documents containing each term (0 for terms not in the index)."""
+        now = monotonic()
+        fresh = {
+            term: entry[0]
+            for term in terms
+            if (entry := self._frequency.get(term)) is not None and now - entry[1] < _FREQUENCY_TTL
+        }
+        stale = sorted(terms - fresh.keys())
+        if stale:
+            counts = dict.fromkeys(stale, 0)
+            marks = ", ".join("?" * len(stale))
+            counts.update(
+                self.connection.execute(
+                    f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", stale
+                ).fetchall()
+            )
+            if len(self._frequency) + len(stale) > _CACHE_ENTRIES:
+                self._frequency.clear()
+            for term, count in counts.items():
+                if count:  # an absent term is looked up again: it may be written any moment
+                    self._frequency[term] = (count, now)
+            fresh.update(counts)
+        return fresh
+
+    def postings(self, words: Sequence[str]) -> int:
+        """Estimated postings an OR of ``words`` reads (from the cached frequencies)."""
+        terms_of = self.terms(words)
+        frequency = self.frequencies({term for terms in terms_of for term in terms})
+        return sum(min(frequency[term] for term in terms) for terms in terms_of if terms)
+
+    def plan(self, words: Sequence[str], budget: int) -> tuple[list[str], list[str]]:
+        """Split ``words`` into those phase 1 ranks and the frequent ones left for phase 2."""
+        terms_of = self.terms(words)
+        frequency = self.frequencies({term for terms in terms_of for term in terms})
+        sized = []
+        for position, terms in enumerate(terms_of):
+            counts = [frequency[term] for term in terms]
+            if counts and min(counts) > 0:  # a word with an unindexed term cannot match
+                sized.append((min(counts), position))
+        sized.sort()
+        kept: list[str] = []
+        dropped: list[str] = []
+        spent = 0
+        for count, position in sized:
+            if not kept or spent + count <= budget:
+                kept.append(words[position])
+                spent += count
+            else:
+                dropped.append(words[position])
+        return kept, dropped
 
 
 def keyword_search(
-    connection: sqlite3.Connection,
+    planner: KeywordPlanner,
     words: Sequence[str],
     filter: MemoryFilter,
     limit: int,
     budget: int,
 ) -> list[tuple[tuple[Any, ...], float]]:
     """Ranked ``(row, score)`` pairs (rows in ``COLUMNS`` order; higher score is better)."""
-    kept, dropped = plan_words(connection, words, budget)
+    kept, dropped = planner.plan(words, budget)
     if not kept:
         return []
+    connection = planner.connection
     where, params = where_clause(filter)
-    ranked = connection.execute(
-        f"SELECT {COLUMNS}, -bm25(memory_fts) AS score FROM memory_fts "
-        "JOIN memories m ON m.seq = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND {where} ORDER BY bm25(memory_fts), m.id LIMIT ?",
-        [match_expression(kept), *params, limit],
-    ).fetchall()
+    # If even the rarest word has more postings than the budget, phase 1 ranks the newest part
+    # of the index only (rowids grow with time), sized so it holds about `budget` postings.
+    spent = planner.postings(kept)
+    newest = 0
+    if spent > budget:
+        (top,) = connection.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchone()
+        newest = int(top * (1 - budget / spent))
+    if where == "1":
+        # No filter: rank inside FTS5 and join only the top `limit` rows.
+        ranked = connection.execute(
+            f"SELECT {COLUMNS}, -f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
+            "FROM memory_fts WHERE memory_fts MATCH ? AND rowid > ? ORDER BY score LIMIT ?) f "
+            "JOIN memories m ON m.seq = f.rowid ORDER BY f.score, m.id",
+            [match_expression(kept), newest, limit],
+        ).fetchall()
+    else:
+        ranked = connection.execute(
+            f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
+            "JOIN memories m ON m.seq = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ? AND memory_fts.rowid > ? AND {where} "
+            "ORDER BY bm25(memory_fts), m.id LIMIT ?",
+            [match_expression(kept), newest, *params, limit],
+        ).fetchall()
     hits = [(row[:-1], float(row[-1])) for row in ranked]
-    if len(hits) < limit and dropped:
+    if len(hits) < limit and (dropped or newest):
         found = [row[0] for row, _ in hits]
         exclude = f"AND m.id NOT IN ({', '.join('?' * len(found))})" if found else ""
         filler = connection.execute(
-            f"SELECT {COLUMNS}, -bm25(memory_fts) AS score FROM memory_fts "
+            f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
             "JOIN memories m ON m.seq = memory_fts.rowid "
             f"WHERE memory_fts MATCH ? AND {where} {exclude} "
             "ORDER BY memory_fts.rowid DESC LIMIT ?",
-            [match_expression(dropped), *params, *found, limit - len(hits)],
+            [match_expression([*kept, *dropped]), *params, *found, limit - len(hits)],
         ).fetchall()
         filler.sort(key=lambda row: (-row[-1], row[0]))
         hits.extend((row[:-1], float(row[-1])) for row in filler)
