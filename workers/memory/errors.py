@@ -19,8 +19,6 @@ class MemoryErrorCode(StrEnum):
     """A store or provider returned something that breaks the node's contract."""
     MEMORY_BACKEND_ERROR = "MEMORY_BACKEND_ERROR"
     """A store or provider failed unexpectedly; details are in the log only."""
-    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
-    """The store cannot be reached (retryable)."""
 
 
 class MemoryStoreError(DittoError):
