@@ -81,8 +81,9 @@ def demo(args: Sequence[str]) -> None:
 def lint(args: Sequence[str] = ()) -> None:
     ensure_env(TEST_EXTRAS)
     _say("ruff")
-    _run(PYTHON, "-m", "ruff", "check", ".")
-    _run(PYTHON, "-m", "ruff", "format", "--check", ".")
+    # --no-cache: a stale cache once hid a formatting change that CI then caught.
+    _run(PYTHON, "-m", "ruff", "check", "--no-cache", ".")
+    _run(PYTHON, "-m", "ruff", "format", "--check", "--no-cache", ".")
 
 
 def format_code(args: Sequence[str] = ()) -> None:
