@@ -4,7 +4,6 @@ every backend behaves the same."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ __all__ = (
     "WriteStep",
     "apply_patch",
     "canonical_json",
-    "check_json",
     "content_text",
     "from_micros",
     "new_id",
@@ -72,42 +70,6 @@ _encode_sorted = msgspec.json.Encoder(order="sorted")
 def canonical_json(value: Any) -> bytes:
     """JSON with sorted keys: equal values give equal bytes, and ``true`` never equals ``1``."""
     return _encode_sorted.encode(value)
-
-
-def check_json(value: Any, where: str) -> None:
-    """Refuse what JSON cannot hold faithfully: NaN/infinity (msgspec would write ``null``),
-    lone surrogates, non-string keys and non-JSON types.
-
-    Raises:
-        MemoryStoreError: ``INVALID_INPUT`` naming ``where``.
-    """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            _check_text(item, where)
-        elif isinstance(item, bool) or item is None or isinstance(item, int):
-            continue
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise MemoryStoreError(f"{where} contains a non-finite number")
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise MemoryStoreError(f"{where} has a non-string object key")
-                _check_text(key, where)
-                stack.append(child)
-        else:
-            raise MemoryStoreError(f"{where} contains a {type(item).__name__}, which is not JSON")
-
-
-def _check_text(text: str, where: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MemoryStoreError(f"{where} contains text that is not valid Unicode") from None
 
 
 def content_text(content: Any) -> str:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ditto.contracts.jsonvalue import check_json
 from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
@@ -38,7 +39,7 @@ from workers.memory.cursor import decode_cursor, encode_cursor
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore
-from workers.memory.records import Clock, check_json, now_from, order_key, utc_now
+from workers.memory.records import Clock, now_from, order_key, utc_now
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
 

@@ -1,0 +1,203 @@
+"""``create_context_worker``: CONTEXT.LOAD, SELECT, UPDATE and COMPRESS.
+
+Explicit mode (a ``context`` in the input, or LOAD's ``sources`` without a scope) transforms
+the given value and never touches a store. Scoped mode (a ``scope``) does one read, the pure
+operation, and one atomic compare-and-set: only a LOAD with sources creates state, SELECT never
+writes (nor refreshes the TTL), ``expected_version`` is honoured, and a concurrent change is
+``STATE_CONFLICT`` — no automatic retry, no silent overwrite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import msgspec
+
+from ditto.errors import InvalidInputError
+from ditto.runtime.context import NodeContext
+from ditto.runtime.worker import WorkerDefinition, define_worker
+from workers.context.contracts import (
+    CompressInput,
+    Context,
+    ContextScope,
+    ContextSelection,
+    LoadInput,
+    SelectInput,
+    UpdateInput,
+)
+from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.operations import ContextOperations
+from workers.context.policy import ContextPolicy
+from workers.context.queue import ScopeQueue
+from workers.context.services import ContextServices
+from workers.context.stores.base import ContextStateStore, StoredContext, conflict
+
+__all__ = ("create_context_worker",)
+
+T = TypeVar("T")
+Scoped = LoadInput | SelectInput | UpdateInput | CompressInput
+
+
+def _invalid(message: str) -> ContextError:
+    return ContextError(ContextErrorCode.INVALID_INPUT, message)
+
+
+def _not_found() -> ContextError:
+    return ContextError(
+        ContextErrorCode.CONTEXT_NOT_FOUND,
+        "this scope has no context (absent or expired); initialise it with LOAD and sources",
+    )
+
+
+class _ContextNodes:
+    def __init__(
+        self,
+        store: ContextStateStore | None,
+        operations: ContextOperations,
+        queue: ScopeQueue | None,
+    ) -> None:
+        self.store = store
+        self.ops = operations
+        self.queue = queue
+
+    # ----------------------------------------------------------------- scoped plumbing
+
+    async def _scoped(
+        self, request: Scoped, operation: Callable[[StoredContext | None], Awaitable[T]]
+    ) -> T:
+        scope = request.scope
+        assert scope is not None
+        if scope.session_id is None and scope.turn_id is None and scope.invocation_id is None:
+            raise _invalid("a scope needs at least one of session_id, turn_id, invocation_id")
+        if getattr(request, "context", None) is not None:
+            raise _invalid("give either a context or a scope, not both")
+        store = self.store
+        if store is None:
+            raise ContextError(
+                ContextErrorCode.STATE_STORE_UNAVAILABLE,
+                "a scope was given but no context store is configured",
+            )
+
+        async def run() -> T:
+            stored = await store.get(scope)
+            if request.expected_version is not None and (
+                stored is None or stored.version != request.expected_version
+            ):
+                raise conflict()
+            return await operation(stored)
+
+        if self.queue is None:
+            return await run()
+        return await self.queue.run(store.key(scope), run)
+
+    async def _commit(
+        self, scope: ContextScope, stored: StoredContext | None, context: Context
+    ) -> Context:
+        assert self.store is not None
+        written = await self.store.compare_and_set(
+            scope, None if stored is None else stored.version, context
+        )
+        return msgspec.structs.replace(context, version=written.version)
+
+    @staticmethod
+    def _explicit(request: Scoped) -> Context:
+        if request.expected_version is not None:
+            raise _invalid("expected_version needs a scope")
+        context = getattr(request, "context", None)
+        if context is None:
+            raise _invalid("give a context (explicit mode) or a scope (cached mode)")
+        return context  # type: ignore[no-any-return]
+
+    # ----------------------------------------------------------------- nodes
+
+    async def load(self, request: LoadInput, ctx: NodeContext) -> Context:
+        if request.resolve_references and request.sources is None:
+            raise _invalid("resolve_references needs sources")
+        if request.scope is None:
+            if request.expected_version is not None:
+                raise _invalid("expected_version needs a scope")
+            return await self.ops.load(request, ctx)
+        scope = request.scope
+
+        async def operation(stored: StoredContext | None) -> Context:
+            if request.sources is None:
+                if stored is None:
+                    raise _not_found()
+                return msgspec.structs.replace(stored.context, version=stored.version)
+            return await self._commit(scope, stored, await self.ops.load(request, ctx))
+
+        return await self._scoped(request, operation)
+
+    async def select(self, request: SelectInput, ctx: NodeContext) -> ContextSelection:
+        if request.scope is None:
+            return await self.ops.select(request, self._explicit(request), ctx)
+
+        async def operation(stored: StoredContext | None) -> ContextSelection:
+            if stored is None:
+                raise _not_found()
+            selection = await self.ops.select(request, stored.context, ctx)
+            pinned = msgspec.structs.replace(selection.context, version=stored.version)
+            return msgspec.structs.replace(selection, context=pinned)
+
+        return await self._scoped(request, operation)
+
+    async def update(self, request: UpdateInput, ctx: NodeContext) -> Context:
+        if request.scope is None:
+            return await self.ops.update(request, self._explicit(request))
+        scope = request.scope
+
+        async def operation(stored: StoredContext | None) -> Context:
+            if stored is None:
+                raise _not_found()
+            return await self._commit(scope, stored, await self.ops.update(request, stored.context))
+
+        return await self._scoped(request, operation)
+
+    async def compress(self, request: CompressInput, ctx: NodeContext) -> Context:
+        if request.scope is None:
+            return await self.ops.compress(request, self._explicit(request), ctx)
+        scope = request.scope
+
+        async def operation(stored: StoredContext | None) -> Context:
+            if stored is None:
+                raise _not_found()
+            compressed = await self.ops.compress(request, stored.context, ctx)
+            return await self._commit(scope, stored, compressed)
+
+        return await self._scoped(request, operation)
+
+
+def create_context_worker(
+    *,
+    store: ContextStateStore | None = None,
+    policy: ContextPolicy | None = None,
+    services: ContextServices | None = None,
+    queue: ScopeQueue | None = None,
+    concurrency: int | None = None,
+) -> WorkerDefinition:
+    """The CONTEXT worker.
+
+    Args:
+        store: Where scoped working sets live (``RedisContextStore``, or
+            ``InProcessContextStore`` for development); ``None`` allows explicit mode only. The
+            application owns it.
+        policy: Limits (default :class:`ContextPolicy`); requests may tighten, never relax it.
+        services: Custom selector, compressor, token estimator and reference resolver.
+        queue: Serialise calls per scope inside this process.
+        concurrency: Most calls one replica runs at once.
+    """
+    if store is not None and not isinstance(store, ContextStateStore):
+        raise InvalidInputError("store must be a ContextStateStore")
+    operations = ContextOperations(policy or ContextPolicy(), services or ContextServices())
+    nodes = _ContextNodes(store, operations, queue)
+    return define_worker(
+        "context",
+        {
+            "CONTEXT.LOAD": nodes.load,
+            "CONTEXT.SELECT": nodes.select,
+            "CONTEXT.UPDATE": nodes.update,
+            "CONTEXT.COMPRESS": nodes.compress,
+        },
+        concurrency=concurrency,
+    )
