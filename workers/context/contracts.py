@@ -68,7 +68,7 @@ class Context(_Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=Tr
     """A working set. ``version`` is set on results of scoped calls: the stored version the
     result was read from or written as (pass it back as ``expected_version``)."""
 
-    items: list[ContextItem] = msgspec.field(default_factory=list)
+    items: list[ContextItem]
     version: str | None = None
 
 

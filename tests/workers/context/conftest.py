@@ -1,0 +1,104 @@
+"""Context test harness: every scoped behaviour runs against each store in ``STORE_KINDS``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+from ditto import Ditto, NodeResult, create_ditto
+from tests.services import RedisSpace
+from workers.context import (
+    ContextScope,
+    ContextStateStore,
+    InProcessContextStore,
+    RedisContextStore,
+    create_context_worker,
+)
+from workers.context.queue import ScopeQueue
+
+TTL_MS = 200
+
+
+@dataclass
+class FakeClock:
+    """Milliseconds that move only when a test says so."""
+
+    now: float = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class ContextHarness:
+    runtime: Ditto
+    store: ContextStateStore
+    kind: str
+    clock: FakeClock = field(default_factory=FakeClock)
+
+    async def call(self, node: str, payload: Any) -> NodeResult[Any]:
+        return await self.runtime.invoke(node, payload)
+
+    async def ok(self, node: str, payload: Any) -> Any:
+        result = await self.call(node, payload)
+        assert result.ok, result.error
+        return result.output
+
+    async def expire(self) -> None:
+        """Let the TTL pass: the in-process clock jumps; Redis really waits (just past it)."""
+        if isinstance(self.store, InProcessContextStore):
+            self.clock.now += TTL_MS + 1
+        else:
+            await anyio.sleep(TTL_MS / 1000 + 0.05)
+
+    async def pttl(self, scope: dict[str, str]) -> float | None:
+        """Remaining lifetime of a scope's state in ms (Redis ``PTTL``)."""
+        parsed = ContextScope(**scope)
+        if isinstance(self.store, InProcessContextStore):
+            return self.store.remaining_ms(parsed)
+        assert isinstance(self.store, RedisContextStore)
+        remaining = await self.store.client.pttl(self.store.redis_key(parsed))
+        return None if remaining < 0 else float(remaining)
+
+    async def advance(self, milliseconds: float) -> None:
+        if isinstance(self.store, InProcessContextStore):
+            self.clock.now += milliseconds
+        else:
+            await anyio.sleep(milliseconds / 1000)
+
+
+STORE_KINDS = ("inprocess", "redis")
+
+
+def make_store(kind: str, clock: FakeClock, redis_space: RedisSpace | None) -> ContextStateStore:
+    if kind == "inprocess":
+        return InProcessContextStore(ttl_ms=TTL_MS, max_scopes=100, clock=clock)
+    assert redis_space is not None
+    return RedisContextStore.from_url(redis_space.url, ttl_ms=TTL_MS, key_prefix=redis_space.prefix)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def context_store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def context(
+    context_store_kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[ContextHarness]:
+    clock = FakeClock()
+    space = request.getfixturevalue("redis_space") if context_store_kind == "redis" else None
+    store = make_store(context_store_kind, clock, space)
+    try:
+        async with create_ditto(workers=[create_context_worker(store=store)]) as runtime:
+            yield ContextHarness(runtime, store, context_store_kind, clock)
+    finally:
+        await store.aclose()
+
+
+def queue_worker(store: ContextStateStore, max_pending: int = 1024) -> Any:
+    return create_context_worker(store=store, queue=ScopeQueue(max_pending))
