@@ -19,9 +19,10 @@ from ditto.runtime.runtime import Ditto, create_ditto
 from ditto.runtime.worker import WorkerDefinition
 
 if TYPE_CHECKING:
+    from workers.context.stores.base import ContextStateStore
     from workers.memory.ports import MemoryStore
 
-__all__ = ("build_memory_store", "open_runtime")
+__all__ = ("build_context_store", "build_context_worker", "build_memory_store", "open_runtime")
 
 
 def build_memory_store(settings: Settings) -> MemoryStore:
@@ -34,13 +35,36 @@ def build_memory_store(settings: Settings) -> MemoryStore:
     return SqliteMemoryStore(Path(memory.sqlite_path))
 
 
+def build_context_store(settings: Settings) -> ContextStateStore | None:
+    """The Redis context store when ``DITTO_WORKER_CONTEXT_REDIS_URL`` is set, else ``None``
+    (explicit mode only). Never a silent in-process fallback."""
+    from workers.context import RedisContextStore
+
+    context = settings.workers.context
+    if context.redis_url is None:
+        return None
+    return RedisContextStore.from_url(
+        context.redis_url.get_secret_value(),
+        ttl_ms=context.cache.ttl_ms,
+        key_prefix=context.cache.key_prefix,
+    )
+
+
+def build_context_worker(settings: Settings, store: ContextStateStore | None) -> WorkerDefinition:
+    from workers.context import ContextPolicy, ScopeQueue, create_context_worker
+
+    context = settings.workers.context
+    policy = ContextPolicy(**context.policy.model_dump())
+    queue = ScopeQueue(context.queue.max_pending) if context.queue.enabled else None
+    return create_context_worker(store=store, policy=policy, queue=queue)
+
+
 @asynccontextmanager
 async def open_runtime(
     settings: Settings | None = None, *, workers: Iterable[WorkerDefinition] = ()
 ) -> AsyncIterator[Ditto]:
-    """A runtime with the configured MEMORY worker (plus ``workers``), closed on exit.
-
-    The store is opened first and closed last, after the runtime has drained.
+    """A runtime with the configured MEMORY and CONTEXT workers (plus ``workers``), closed on
+    exit. Stores are opened first and closed last, after the runtime has drained.
 
     Args:
         settings: Configuration; default :func:`~ditto.config.load_config` (``ditto.yaml`` and
@@ -53,6 +77,9 @@ async def open_runtime(
     memory = settings.workers.memory
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(build_memory_store(settings))
+        context_store = build_context_store(settings)
+        if context_store is not None:
+            stack.push_async_callback(context_store.aclose)
         worker = create_memory_worker(
             store,
             query_limit=memory.query_limit,
@@ -60,6 +87,9 @@ async def open_runtime(
             track_usage=memory.track_usage,
         )
         runtime = await stack.enter_async_context(
-            create_ditto(config=settings, workers=[worker, *workers])
+            create_ditto(
+                config=settings,
+                workers=[worker, build_context_worker(settings, context_store), *workers],
+            )
         )
         yield runtime

@@ -9,7 +9,10 @@ It shows the things every Ditto graph deals with:
   the summary's binder skips it after checking ``.ok`` instead of crashing on a missing output;
 * **a timeout** — the ``web`` lookup is slower than its task timeout and ends as ``timeout``;
 * **durable memory** — the summary is written to MEMORY under a stable key (re-runs replace it
-  instead of adding duplicates), then searched and listed by how often each record was used.
+  instead of adding duplicates), then searched and listed by how often each record was used;
+* **a working set** — the recalled memories enter an explicit CONTEXT (``memory:<id>`` items
+  with their relevance), and SELECT picks what fits a token budget for the next model call.
+  Explicit mode needs no Redis.
 """
 
 from __future__ import annotations
@@ -162,9 +165,47 @@ FACTS = [
 ]
 
 
+def _bind_working_set(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[str, Any]:
+    hits = deps["recall"].unwrap().hits  # raises (stopping the run) if the search failed
+    goal = {
+        "id": "goal",
+        "content": f"Answer: what do we know about {topic}?",
+        "metadata": {"current_goal": True},
+    }
+    return {
+        "context": {"items": [goal]},
+        "ingress": [
+            {
+                "id": f"memory:{hit.memory.id}",
+                "source_node": "MEMORY.SEARCH",
+                "content": hit.memory.content
+                if isinstance(hit.memory.content, str)
+                else msgspec.json.encode(hit.memory.content).decode(),
+                "metadata": {"memory_id": hit.memory.id, "relevance": hit.score or 0.0},
+            }
+            for hit in hits
+        ],
+    }
+
+
+def _bind_prompt(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[str, Any]:
+    working_set = deps["working_set"].unwrap()
+    return {
+        "context": {"items": msgspec.to_builtins(working_set.items)},
+        "purpose": "infer",
+        "query": topic,
+        "max_tokens": PROMPT_TOKENS,
+    }
+
+
+PROMPT_TOKENS = 60
+"""The demo's token budget for the next model call (small, so SELECT has to choose)."""
+
+
 def build_graph() -> Graph:
-    """Four lookups fanned out from the run input, one summary that depends on all of them,
-    then the summary remembered, recalled and listed."""
+    """Four lookups fanned out from the run input, one summary that depends on all of them;
+    the summary remembered, recalled and listed; the recalled memories put into a working set
+    and selected for a prompt."""
     plan = build_research_graph()
     return (
         plan.node("remember", "MEMORY.WRITE", ["summarize"], _bind_memory_write)
@@ -192,6 +233,8 @@ def build_graph() -> Graph:
                 }
             ),
         )
+        .node("working_set", "CONTEXT.UPDATE", ["recall"], _bind_working_set)
+        .node("prompt", "CONTEXT.SELECT", ["working_set"], _bind_prompt)
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,35 @@ async def test_configured_limits_and_backend_apply(tmp_path: Path) -> None:
     assert page.next_cursor is not None
     assert all(item.usage_count == 0 for item in everything.items)
     assert not (tmp_path / "memory.sqlite").exists()
+
+
+async def test_context_uses_redis_when_its_url_is_set(tmp_path: Path, redis_space: Any) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: inprocess\n"
+        f"  context:\n    cache:\n      key_prefix: '{redis_space.prefix}'\n      ttl_ms: 5000\n"
+    )
+    settings = load_config(config, env={"DITTO_WORKER_CONTEXT_REDIS_URL": redis_space.url})
+    async with open_runtime(settings) as runtime:
+        loaded = await runtime.invoke("CONTEXT.LOAD", {"scope": {"session_id": "b"}, "sources": []})
+    assert loaded.ok, loaded.error
+    import redis
+
+    client = redis.Redis.from_url(redis_space.url)
+    try:
+        keys = list(client.scan_iter(match=f"{redis_space.prefix}*"))
+        assert len(keys) == 1
+        assert 0 < client.pttl(keys[0]) <= 5000
+    finally:
+        client.close()
+
+
+async def test_without_a_redis_url_only_explicit_context_works(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: inprocess\n")
+    async with open_runtime(load_config(config, env={})) as runtime:
+        scoped = await runtime.invoke("CONTEXT.LOAD", {"scope": {"session_id": "b"}, "sources": []})
+        explicit = await runtime.invoke("CONTEXT.LOAD", {"sources": [{"uri": "file:x"}]})
+    assert scoped.error is not None
+    assert scoped.error.code == "STATE_STORE_UNAVAILABLE"
+    assert explicit.ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +15,35 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 @pytest.mark.parametrize(
     "script", sorted(EXAMPLES.rglob("*.py")), ids=lambda path: str(path.relative_to(EXAMPLES))
 )
-def test_example_runs(script: Path, tmp_path: Path) -> None:
+def test_example_runs(script: Path, tmp_path: Path, redis_url: str) -> None:
+    # Examples that need Redis read it from the environment, as an application would; they
+    # write under private key prefixes and clean up after themselves.
+    environment = {**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": redis_url}
     completed = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
     )
     assert completed.returncode == 0, completed.stderr
+
+
+def test_the_context_example_shows_a_stale_writer_losing(tmp_path: Path, redis_url: str) -> None:
+    environment = {**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": redis_url}
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "handbook" / "context_redis.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0].startswith("working set: ")
+    assert "memory:" in lines[1]
+    assert lines[2:] == ["writer A: success", "writer B: failed STATE_CONFLICT"]
 
 
 def test_quickstart_shows_fan_out_failure_and_timeout(tmp_path: Path) -> None:

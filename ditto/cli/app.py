@@ -130,14 +130,24 @@ def demo(
     )
     for item in result["listing"].unwrap().items:
         console.print(f"  {item.key:<28} used {item.usage_count}x  version {item.version}")
+    selection = result["prompt"].unwrap()
+    console.print(
+        f"[bold]context:[/bold] {len(result['working_set'].unwrap().items)} items in the working "
+        f"set; selected for the prompt: {', '.join(selection.selected_item_ids)}"
+    )
 
 
 def _describe(output: object) -> str:
     """A one-line view of a node output: records and hits by key, anything else as JSON."""
     items = getattr(output, "items", None)
     hits = getattr(output, "hits", None)
+    selected = getattr(output, "selected_item_ids", None)
+    if isinstance(selected, list):
+        return f"selected {len(selected)}: " + ", ".join(selected)
     if isinstance(items, list):
-        return f"{len(items)} records: " + ", ".join(str(i.key or i.id[:8]) for i in items)
+        return f"{len(items)} items: " + ", ".join(
+            str(getattr(i, "key", None) or i.id[:15]) for i in items
+        )
     if isinstance(hits, list):
         return f"{len(hits)} hits: " + ", ".join(
             f"{hit.memory.key or hit.memory.id[:8]} ({hit.score:.3g})" for hit in hits

@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = (
     "ENV_ONLY",
+    "ContextCacheSettings",
+    "ContextPolicySettings",
+    "ContextQueueSettings",
     "ContextWorkerSettings",
     "MemoryWorkerSettings",
     "RuntimeSettings",
@@ -73,9 +76,45 @@ class MemoryWorkerSettings(_Strict):
         return value
 
 
+class ContextPolicySettings(_Strict):
+    """``workers.context.policy:`` — limits every CONTEXT call enforces (requests may only
+    tighten them)."""
+
+    max_inline_bytes: int = Field(65_536, ge=1, le=1_000_000)
+    """Most UTF-8 bytes of an item's inline content (items with a reference are exempt)."""
+    max_items: int = Field(256, ge=1, le=1_000_000)
+    """Most items a context may hold after LOAD or UPDATE."""
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
+    """Token ceiling for SELECT and COMPRESS budgets; null: only what requests ask."""
+    duplicate: Literal["replace", "keep-first", "reject"] = "replace"
+    """What an item id already present does."""
+    missing_removal: Literal["ignore", "reject"] = "ignore"
+    """What removing an absent id does."""
+
+
+class ContextCacheSettings(_Strict):
+    """``workers.context.cache:`` — scoped working sets in Redis."""
+
+    ttl_ms: int = Field(3_600_000, ge=1, le=MAX_TIMEOUT_MS)
+    """Lifetime of a scope's working set after its last write (reads do not extend it)."""
+    key_prefix: str = Field("ditto:context:", min_length=1)
+    """Prefix of every Redis key the worker writes."""
+
+
+class ContextQueueSettings(_Strict):
+    """``workers.context.queue:`` — serialise calls per scope inside one process."""
+
+    enabled: bool = False
+    max_pending: int = Field(1024, ge=1, le=1_000_000)
+    """Calls running or waiting at once before new ones get QUEUE_FULL."""
+
+
 class ContextWorkerSettings(_Strict):
     """``workers.context:`` — the CONTEXT worker."""
 
+    policy: ContextPolicySettings = ContextPolicySettings()
+    cache: ContextCacheSettings = ContextCacheSettings()
+    queue: ContextQueueSettings = ContextQueueSettings()
     redis_url: SecretStr | None = None
     """From ``DITTO_WORKER_CONTEXT_REDIS_URL`` only (never YAML)."""
 
