@@ -13,14 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from workers.context.errors import ContextError, ContextErrorCode
 
-__all__ = ("js_json", "scope_key", "stable_id", "utf8_size")
+__all__ = ("js_json", "json_string", "scope_key", "stable_id", "utf8_size")
 
-_escape_string = json.encoder.py_encode_basestring  # escapes like JSON.stringify with raw non-ASCII
+# The C encoder escapes exactly what JSON.stringify escapes ('"', '\\', control characters, with
+# the short forms \n \t ...) and leaves other characters raw, as JSON.stringify does.
+_escape_string = json.encoder.encode_basestring
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _js_number(value: float) -> str:
@@ -54,13 +59,12 @@ def _utf16_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _string(text: str) -> str:
-    encoded = _escape_string(text)
-    if any("\ud800" <= char <= "\udfff" for char in text):
+def json_string(text: str) -> str:
+    """``JSON.stringify(text)``."""
+    encoded: str = _escape_string(text)
+    if _SURROGATE.search(encoded):
         # JSON.stringify escapes lone surrogates; Python would leave them unencodable.
-        encoded = "".join(
-            f"\\u{ord(char):04x}" if "\ud800" <= char <= "\udfff" else char for char in encoded
-        )
+        encoded = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
     return encoded
 
 
@@ -84,7 +88,7 @@ def _write(value: Any, parts: list[str], sort_keys: bool, active: set[int]) -> N
     elif value is False:
         parts.append("false")
     elif isinstance(value, str):
-        parts.append(_string(value))
+        parts.append(json_string(value))
     elif isinstance(value, int):
         parts.append(str(value))
     elif isinstance(value, float):
@@ -104,7 +108,7 @@ def _write(value: Any, parts: list[str], sort_keys: bool, active: set[int]) -> N
             for position, key in enumerate(keys):
                 if position:
                     parts.append(",")
-                parts.append(_string(key))
+                parts.append(json_string(key))
                 parts.append(":")
                 _write(value[key], parts, sort_keys, active)
             parts.append("}")
@@ -132,6 +136,7 @@ def stable_id(prefix: str, value: Any) -> str:
     return f"{prefix}:{hashlib.sha256(canonical).hexdigest()}"
 
 
+@lru_cache(maxsize=4096)
 def scope_key(session_id: str | None, turn_id: str | None, invocation_id: str | None) -> str:
     """The id of a scope: its full ``(session, turn, invocation)`` tuple, never a parent's."""
     return stable_id("scope", [session_id, turn_id, invocation_id])

@@ -141,49 +141,61 @@ class ContextOperations:
     # ----------------------------------------------------------------- SELECT
 
     async def select(
-        self, request: SelectInput, context: Context, ctx: NodeContext
+        self, request: SelectInput, context: Context, ctx: NodeContext, *, checked: bool = False
     ) -> ContextSelection:
-        self.unique(context)
+        """``checked``: the context's ids are known to be unique (it came from the store); the
+        selection carries ``context.version``."""
+        if not checked:
+            self.unique(context)
         strategy = request.strategy
         kind = strategy.kind if strategy is not None else "default"
         candidates: Any
         if kind == "default":
-            candidates = default_select(request.purpose, request.query, context.items)
-        else:
-            service = self.services.selector if kind == "provider" else self.services.rag
-            if kind == "provider" and (strategy is None or strategy.name is None):
-                raise _invalid("a provider strategy needs a name")
-            if service is None:
-                raise ContextError(
-                    ContextErrorCode.STRATEGY_UNAVAILABLE, f"no {kind} selector is configured"
-                )
-            scoped_request = msgspec.structs.replace(request, context=context)
-            candidates = await service.select(scoped_request, ctx)
-            if not isinstance(candidates, list):
-                raise _provider_output("a selector must return a list of items")
-        return await self._budgeted(request, candidates)
+            ranked = default_select(request.purpose, request.query, context.items)
+            return await self._budgeted(request, ranked, context.version)
+        service = self.services.selector if kind == "provider" else self.services.rag
+        if kind == "provider" and (strategy is None or strategy.name is None):
+            raise _invalid("a provider strategy needs a name")
+        if service is None:
+            raise ContextError(
+                ContextErrorCode.STRATEGY_UNAVAILABLE, f"no {kind} selector is configured"
+            )
+        scoped_request = msgspec.structs.replace(request, context=context)
+        candidates = await service.select(scoped_request, ctx)
+        if not isinstance(candidates, list):
+            raise _provider_output("a selector must return a list of items")
+        # Every candidate is validated, also past the limit: a selector's output is never trusted.
+        validated = [_as_item(candidate) for candidate in candidates]
+        return await self._budgeted(request, validated, context.version)
 
-    async def _budgeted(self, request: SelectInput, candidates: Iterable[Any]) -> ContextSelection:
+    async def _budgeted(
+        self, request: SelectInput, candidates: Iterable[ContextItem], version: str | None
+    ) -> ContextSelection:
+        """Walk valid candidates best first: skip repeated ids (the first wins), stop at the
+        limit, skip what does not fit the token budget."""
         limit = self.policy.item_cap(request.limit)
         token_cap = self.policy.token_cap(request.max_tokens)
+        budgeted = math.isfinite(token_cap)
+        check_inline = self.policy.check_inline
         seen: set[str] = set()
         selected: list[ContextItem] = []
         spent = 0
         for candidate in candidates:
-            item = _as_item(candidate)
+            if len(selected) >= limit:
+                break
+            item = candidate
             if item.id in seen:
                 continue
             seen.add(item.id)
-            if len(selected) >= limit:
-                break
-            self.policy.check_inline(item)
-            if math.isfinite(token_cap):
+            check_inline(item)
+            if budgeted:
                 cost = await self.tokens(item)
                 if spent + cost > token_cap:
                     continue  # too big for what is left: skip it, smaller ones may still fit
                 spent += cost
             selected.append(item)
-        return ContextSelection(request.purpose, Context(selected), [item.id for item in selected])
+        ids = [item.id for item in selected]
+        return ContextSelection(request.purpose, Context(selected, version), ids)
 
     # ----------------------------------------------------------------- COMPRESS
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ditto.errors import InvalidInputError
-from workers.context.canonical import js_json, utf8_size
+from workers.context.canonical import js_json, json_string, utf8_size
 from workers.context.contracts import ContextItem
 from workers.context.errors import ContextError, ContextErrorCode
 
@@ -64,7 +64,12 @@ class ContextPolicy:
     def check_inline(self, item: ContextItem) -> ContextItem:
         """Raises:
         ContextError: ``INLINE_LIMIT_EXCEEDED`` for oversized inline content."""
-        if inline_bytes(item.content) > self.max_inline_bytes and not is_referenced(item):
+        content = item.content
+        if type(content) is str and 6 * len(content) + 2 <= self.max_inline_bytes:
+            # No character takes more than 6 bytes in JSON (a \uXXXX escape), so short text
+            # is within the limit without measuring it exactly.
+            return item
+        if inline_bytes(content) > self.max_inline_bytes and not is_referenced(item):
             raise ContextError(
                 ContextErrorCode.INLINE_LIMIT_EXCEEDED,
                 f"item {item.id!r} has more than {self.max_inline_bytes} bytes of inline "
@@ -75,6 +80,8 @@ class ContextPolicy:
 
 def inline_bytes(content: Any) -> int:
     """UTF-8 size of ``content`` as compact JSON (insertion order)."""
+    if type(content) is str:  # the common case, without the general walk
+        return utf8_size(json_string(content))
     return utf8_size(js_json(content, sort_keys=False))
 
 

@@ -58,6 +58,9 @@ def _terms(content: Any) -> set[str]:
 def default_select(purpose: Purpose, query: Any, items: Sequence[ContextItem]) -> list[ContextItem]:
     """Every eligible item, best first (the node applies the limit and token budget)."""
     query_terms = _terms("" if query is None else query)
+    if not query_terms and all(item.metadata is None for item in items):
+        # Only the position term is left (index / n), so later items simply rank first.
+        return list(reversed(items))
     count = max(1, len(items))
     ranked: list[tuple[float, int, str, ContextItem]] = []
     for index, item in enumerate(items):

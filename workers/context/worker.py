@@ -87,9 +87,7 @@ class _ContextNodes:
                 raise conflict()
             return await operation(stored)
 
-        if self.queue is None:
-            return await run()
-        return await self.queue.run(store.key(scope), run)
+        return await (run() if self.queue is None else self.queue.run(store.key(scope), run))
 
     async def _commit(
         self, scope: ContextScope, stored: StoredContext | None, context: Context
@@ -136,9 +134,9 @@ class _ContextNodes:
         async def operation(stored: StoredContext | None) -> ContextSelection:
             if stored is None:
                 raise _not_found()
-            selection = await self.ops.select(request, stored.context, ctx)
-            pinned = msgspec.structs.replace(selection.context, version=stored.version)
-            return msgspec.structs.replace(selection, context=pinned)
+            # The selection carries the version it was read from (stored contexts carry none).
+            read = msgspec.structs.replace(stored.context, version=stored.version)
+            return await self.ops.select(request, read, ctx, checked=True)
 
         return await self._scoped(request, operation)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgspec
 
@@ -15,8 +15,7 @@ from workers.context.errors import ContextError, ContextErrorCode
 __all__ = ("ContextStateStore", "StoredContext", "decode_context", "encode_context", "new_version")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredContext:
+class StoredContext(NamedTuple):
     """A scope's state: the working set and the version it was written as."""
 
     version: str
