@@ -55,8 +55,8 @@ class _Wheel:
         self.loop = loop
         self.slots: dict[tuple[int, int], set[Deadline]] = {}
 
-    def arm(self, task: asyncio.Task[Any], when: float) -> Deadline:
-        left_ms = (when - self.loop.time()) * _SLOTS_PER_SECOND
+    def arm(self, task: asyncio.Task[Any], when: float, now: float) -> Deadline:
+        left_ms = (when - now) * _SLOTS_PER_SECOND
         width = 1 << max(0, int(left_ms / _PRECISION).bit_length() - 1)  # ms, a power of two
         slot = (width, math.ceil(when * _SLOTS_PER_SECOND / width))
         entries = self.slots.get(slot)
@@ -73,11 +73,18 @@ class _Wheel:
 
 
 _wheels: WeakKeyDictionary[asyncio.AbstractEventLoop, _Wheel] = WeakKeyDictionary()
+_current: _Wheel | None = None  # the last loop's wheel: almost every call hits it
 
 
-def arm(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float) -> Deadline:
-    """Cancel ``task`` at ``when`` (``loop.time()`` clock) unless disarmed first."""
-    wheel = _wheels.get(loop)
-    if wheel is None:
-        wheel = _wheels[loop] = _Wheel(loop)
-    return wheel.arm(task, when)
+def arm(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float, now: float
+) -> Deadline:
+    """Cancel ``task`` at ``when`` (``loop.time()`` clock, read as ``now``) unless disarmed."""
+    global _current
+    wheel = _current
+    if wheel is None or wheel.loop is not loop:
+        wheel = _wheels.get(loop)
+        if wheel is None:
+            wheel = _wheels[loop] = _Wheel(loop)
+        _current = wheel
+    return wheel.arm(task, when, now)

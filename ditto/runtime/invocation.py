@@ -76,12 +76,13 @@ async def invoke_route(
 
     replica_id = replica.id
     loop = asyncio.get_running_loop()
-    if deadline <= loop.time():
+    now = loop.time()
+    if deadline <= now:
         return _timed_out(execution_id, node, replica_id, started)
     task = asyncio.current_task()
     assert task is not None, "invoke runs inside an asyncio task"
     cancelling = task.cancelling()
-    timer = arm(loop, task, deadline)
+    timer = arm(loop, task, deadline, now)
     ctx = NodeContext(runtime, node, execution_id, replica_id, execution, principal, deadline)
     replica.active += 1
     error: ErrorInfo | None = None

@@ -72,6 +72,11 @@ class Route:
             return replica
         replicas = self.replicas
         count = len(replicas)
+        if count == 1:  # the common single-replica case, without the rotation arithmetic
+            only = replicas[0]
+            if only.available and (only.limit is None or only.active < only.limit):
+                return only
+            raise NoWorkerAvailableError(self.node_type)
         start = self._cursor
         for offset in range(count):
             index = (start + offset) % count

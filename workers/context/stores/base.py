@@ -45,8 +45,7 @@ def decode_context(raw: bytes | str) -> Context:
         raise ContextError(
             ContextErrorCode.INVALID_STATE, "the store returned invalid context state"
         ) from None
-    ids = [item.id for item in context.items]
-    if len(set(ids)) != len(ids):
+    if len({item.id for item in context.items}) != len(context.items):
         raise ContextError(ContextErrorCode.INVALID_STATE, "the stored context repeats an item id")
     return context
 
