@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -162,13 +163,20 @@ async def _postgres_execute(url: str, statement: str) -> None:
         await connection.close()
 
 
+def postgres_execute(url: str, statement: str) -> None:
+    """Run one statement on its own loop in its own thread, so fixtures may call it from inside a
+    running event loop (async fixtures and tests)."""
+    with ThreadPoolExecutor(1) as executor:
+        executor.submit(asyncio.run, _postgres_execute(url, statement)).result()
+
+
 @pytest.fixture
 def postgres_space(postgres_url: str) -> Iterator[PostgresSpace]:
     """A private schema on the test PostgreSQL, dropped (with everything in it) afterwards."""
     schema = f"ditto_test_{uuid.uuid4().hex[:16]}"
     try:
-        asyncio.run(_postgres_execute(postgres_url, f'CREATE SCHEMA "{schema}"'))
+        postgres_execute(postgres_url, f'CREATE SCHEMA "{schema}"')
     except (TimeoutError, OSError) as exc:
         unavailable(f"PostgreSQL at DITTO_TEST_POSTGRES_URL does not answer ({type(exc).__name__})")
     yield PostgresSpace(postgres_url, schema)
-    asyncio.run(_postgres_execute(postgres_url, f'DROP SCHEMA "{schema}" CASCADE'))
+    postgres_execute(postgres_url, f'DROP SCHEMA "{schema}" CASCADE')

@@ -19,6 +19,10 @@ class MemoryErrorCode(StrEnum):
     """A store or provider returned something that breaks the node's contract."""
     MEMORY_BACKEND_ERROR = "MEMORY_BACKEND_ERROR"
     """A store or provider failed unexpectedly; details are in the log only."""
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    """The store cannot be reached, or the connection was lost mid-operation (retryable)."""
+    STORE_TIMEOUT = "STORE_TIMEOUT"
+    """The store did not answer within its statement timeout (retryable)."""
 
 
 class MemoryStoreError(DittoError):

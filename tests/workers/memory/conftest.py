@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ditto import Ditto, NodeResult, create_ditto
+from tests.services import PostgresSpace
 from workers.memory import (
     InProcessMemoryStore,
     MemoryStore,
@@ -33,20 +34,46 @@ class TickingClock:
         return self.now
 
 
-StoreFactory = Callable[[Path, TickingClock], Awaitable[MemoryStore]]
+@dataclass
+class StoreEnv:
+    """What a store factory may use: a private folder, the test clock, a private schema."""
+
+    tmp_path: Path
+    clock: TickingClock
+    postgres: PostgresSpace | None = None
 
 
-async def _inprocess(tmp_path: Path, clock: TickingClock) -> MemoryStore:
-    return InProcessMemoryStore(clock=clock)
+StoreFactory = Callable[[StoreEnv], Awaitable[MemoryStore]]
 
 
-async def _sqlite(tmp_path: Path, clock: TickingClock) -> MemoryStore:
-    store = SqliteMemoryStore(tmp_path / "memory.sqlite", clock=clock)
+async def _inprocess(env: StoreEnv) -> MemoryStore:
+    return InProcessMemoryStore(clock=env.clock)
+
+
+async def _sqlite(env: StoreEnv) -> MemoryStore:
+    store = SqliteMemoryStore(env.tmp_path / "memory.sqlite", clock=env.clock)
     await store.open()
     return store
 
 
-STORE_FACTORIES: dict[str, StoreFactory] = {"inprocess": _inprocess, "sqlite": _sqlite}
+async def _postgres(env: StoreEnv) -> MemoryStore:
+    from workers.memory.stores.postgres import PostgresMemoryStore
+
+    assert env.postgres is not None
+    store = PostgresMemoryStore.from_url(
+        env.postgres.url, schema=env.postgres.schema, clock=env.clock, pool_size=4
+    )
+    await store.open()
+    return store
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    "inprocess": _inprocess,
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
+EMBEDDED = ("inprocess", "sqlite")
+"""Stores that need no server (the property tests run these)."""
 
 
 @dataclass
@@ -90,9 +117,14 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def memory(store_kind: str, tmp_path: Path) -> AsyncIterator[MemoryHarness]:
+async def memory(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[MemoryHarness]:
     clock = TickingClock()
-    store = await STORE_FACTORIES[store_kind](tmp_path, clock)
+    env = StoreEnv(tmp_path, clock)
+    if store_kind == "postgres":
+        env.postgres = request.getfixturevalue("postgres_space")
+    store = await STORE_FACTORIES[store_kind](env)
     try:
         async with create_ditto(workers=[create_memory_worker(store, clock=clock)]) as runtime:
             yield MemoryHarness(runtime, store, clock)

@@ -1,0 +1,386 @@
+"""``PostgresMemoryStore``: the production backend, on asyncpg (the ``postgres`` extra).
+
+Every node behaves exactly as on SQLite (the same conformance suite runs on both):
+
+* **Schema** lives in its own PostgreSQL schema (``ditto`` by default). :meth:`open` applies
+  versioned migrations inside one transaction guarded by an advisory lock, so two processes
+  starting at once do not race.
+* **Writes** of a batch are one transaction. Keyed drafts take a transaction-scoped advisory
+  lock per ``(namespace, key)`` (in sorted order, so no deadlock) before they look for the stored
+  record: concurrent writers of one key serialise instead of failing on the unique index.
+* **Keyword search** is a generated ``tsvector`` column with a GIN index, queried with
+  ``websearch_to_tsquery`` over the query's words joined by ``or`` (OR recall, stop words left to
+  the ``english`` configuration; user text is never SQL and never raw tsquery syntax) and ranked
+  with ``ts_rank_cd``.
+* **Usage** is one ``UPDATE ... WHERE id = ANY(...)`` per search, not one per hit.
+* **Failures**: an unreachable server or a lost connection is ``STORE_UNAVAILABLE`` (retryable)
+  and a statement timeout is ``STORE_TIMEOUT``; messages never contain the URL or a password.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Self
+
+import asyncpg
+
+from workers.memory.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, not_found
+from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.records import Clock, apply_patch, now_from, plan_writes, to_micros, utc_now
+from workers.memory.search.text import query_words
+from workers.memory.stores.postgres_sql import (
+    COLUMN_NAMES,
+    MIGRATIONS,
+    Params,
+    columns,
+    item_values,
+    order_clause,
+    quoted_schema,
+    row_to_item,
+    search_text,
+    where_clause,
+)
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+
+__all__ = ("PoolRecipe", "PostgresMemoryStore")
+
+_UNAVAILABLE = (
+    OSError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.ConnectionFailureError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    TimeoutError,
+)
+
+
+@asynccontextmanager
+async def _translated() -> AsyncIterator[None]:
+    """Driver failures as store errors whose messages carry no URL, host or password."""
+    try:
+        yield
+    except asyncpg.exceptions.QueryCanceledError:
+        raise MemoryStoreError(
+            "the memory store did not answer in time",
+            code=MemoryErrorCode.STORE_TIMEOUT,
+            retryable=True,
+        ) from None
+    except _UNAVAILABLE:
+        raise MemoryStoreError(
+            "the memory store is unreachable",
+            code=MemoryErrorCode.STORE_UNAVAILABLE,
+            retryable=True,
+        ) from None
+
+
+def _lock_id(schema: str, namespace: str, key: str) -> int:
+    digest = hashlib.blake2b(f"{schema}\0{namespace}\0{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRecipe:
+    """How :meth:`PostgresMemoryStore.from_url` builds the pool the store then owns."""
+
+    url: str = field(repr=False)  # never printed: it may carry a password
+    size: int = 10
+    statement_timeout_ms: int = 30_000
+
+    async def create(self) -> asyncpg.Pool:
+        return await asyncpg.create_pool(
+            self.url,
+            min_size=1,
+            max_size=self.size,
+            server_settings={"statement_timeout": str(self.statement_timeout_ms)},
+        )
+
+
+class PostgresMemoryStore(MemoryStore):
+    """Memory records in PostgreSQL.
+
+    Build it with :meth:`from_url` (the store owns and closes its pool), or pass a ready
+    ``asyncpg`` pool (the application owns it). Open it (``async with`` or :meth:`open`) to
+    apply migrations; operations also open it on first use.
+
+    Args:
+        pool: An ``asyncpg.Pool``, or the :class:`PoolRecipe` that ``from_url`` passes.
+        schema: The PostgreSQL schema holding the tables (created if missing).
+        clock: Source of timestamps (default: system clock, UTC).
+    """
+
+    def __init__(
+        self, pool: asyncpg.Pool | PoolRecipe, *, schema: str = "ditto", clock: Clock = utc_now
+    ) -> None:
+        super().__init__()
+        self._recipe = pool if isinstance(pool, PoolRecipe) else None
+        self._pool: asyncpg.Pool | None = None if isinstance(pool, PoolRecipe) else pool
+        self.schema = schema
+        self._s = quoted_schema(schema)
+        self._clock = clock
+        self._opened = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str = "ditto",
+        pool_size: int = 10,
+        statement_timeout_ms: int = 30_000,
+        clock: Clock = utc_now,
+    ) -> Self:
+        """A store with its own connection pool, created by :meth:`open` (no connection is made
+        here) and closed by :meth:`aclose`."""
+        return cls(PoolRecipe(url, pool_size, statement_timeout_ms), schema=schema, clock=clock)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise MemoryStoreError(
+                "the memory store is not open", code=MemoryErrorCode.STORE_UNAVAILABLE
+            )
+        return self._pool
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        async with _translated():
+            if self._pool is None and self._recipe is not None:
+                self._pool = await self._recipe.create()
+            await self._migrate()
+        self._opened = True
+
+    async def _migrate(self) -> None:
+        s = self._s
+        async with self.pool.acquire() as connection, connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock($1)", _lock_id(self.schema, "", "migrate")
+            )
+            await connection.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.ditto_meta "
+                "(name text PRIMARY KEY, value bytea NOT NULL)"
+            )
+            version_row = await connection.fetchval(
+                f"SELECT value FROM {s}.ditto_meta WHERE name = 'schema_version'"
+            )
+            current = int(version_row.decode()) if version_row is not None else 0
+            steps = MIGRATIONS(s)
+            if current > len(steps):
+                raise MemoryStoreError(
+                    f"this memory schema has version {current}; this version of Ditto knows up to "
+                    f"{len(steps)}. Upgrade Ditto to open it.",
+                    code=MemoryErrorCode.MEMORY_BACKEND_ERROR,
+                )
+            for statements in steps[current:]:
+                for statement in statements:
+                    await connection.execute(statement)
+            if current == 0:
+                await connection.execute(
+                    f"INSERT INTO {s}.ditto_meta (name, value) VALUES ('cursor_secret', $1) "
+                    "ON CONFLICT (name) DO NOTHING",
+                    secrets.token_bytes(32),
+                )
+            await connection.execute(
+                f"INSERT INTO {s}.ditto_meta (name, value) VALUES ('schema_version', $1) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                str(len(steps)).encode(),
+            )
+            self.cursor_secret = bytes(
+                await connection.fetchval(
+                    f"SELECT value FROM {s}.ditto_meta WHERE name = 'cursor_secret'"
+                )
+            )
+
+    async def aclose(self) -> None:
+        if self._recipe is not None and self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        self._opened = False
+
+    async def _ready(self) -> None:
+        if not self._opened:
+            await self.open()
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        await self._ready()
+        async with _translated():
+            rows = await self.pool.fetch(
+                f"SELECT {columns()} FROM {self._s}.memories m "
+                "WHERE m.id = ANY($1::text[]) OR (m.namespace = $2 AND m.key = ANY($3::text[]))",
+                list(ids),
+                namespace,
+                list(keys),
+            )
+        return [row_to_item(row) for row in rows]
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        await self._ready()
+        params = Params()
+        where = where_clause(filter, params)
+        expression, direction, comparison = order_clause(order)
+        if after is not None:
+            last = f"({params.add(after[0])}, {params.add(after[1])})"
+            where += f" AND ({expression}, m.id) {comparison} {last}"
+        sql = (
+            f"SELECT {columns()} FROM {self._s}.memories m WHERE {where} "
+            f"ORDER BY {expression} {direction}, m.id {direction} LIMIT {params.add(limit)}"
+        )
+        async with _translated():
+            rows = await self.pool.fetch(sql, *params.values)
+        return [row_to_item(row) for row in rows]
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Keyword search: ``ts_rank_cd`` over ``websearch_to_tsquery`` of the query words joined
+        by ``or``; filters before the limit; higher scores are better."""
+        if input.strategy not in (None, "keyword"):
+            raise MemoryStoreError(
+                f"the PostgreSQL store does not support strategy {input.strategy!r}"
+            )
+        if input.options:
+            raise MemoryStoreError("keyword search takes no options")
+        if not isinstance(input.query, str):
+            raise MemoryStoreError("keyword search needs a text query")
+        words = query_words(input.query)
+        if not words:
+            return []
+        await self._ready()
+        params = Params([" or ".join(words)])
+        where = where_clause(input.filter, params)
+        sql = (
+            f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
+            f"FROM {self._s}.memories m, websearch_to_tsquery('english', $1) q "
+            f"WHERE m.tsv @@ q AND {where} ORDER BY score DESC, m.id "
+            f"LIMIT {params.add(input.limit or 10)}"
+        )
+        async with _translated():
+            rows = await self.pool.fetch(sql, *params.values)
+        return [SearchHit(row_to_item(row), float(row["score"])) for row in rows]
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+        await self._ready()
+        now = now_from(self._clock)
+        s = self._s
+        keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            if keyed:
+                await connection.execute(
+                    "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
+                    [_lock_id(self.schema, namespace, key) for namespace, key in keyed],
+                )
+            existing: dict[tuple[str, str], MemoryItem] = {}
+            if keyed:
+                rows = await connection.fetch(
+                    f"SELECT {columns()} FROM {s}.memories m JOIN unnest($1::text[], $2::text[]) "
+                    "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
+                    "AND m.key = wanted.key",
+                    [namespace for namespace, _ in keyed],
+                    [key for _, key in keyed],
+                )
+                for row in rows:
+                    item = row_to_item(row)
+                    existing[(item.namespace, item.key or "")] = item
+            steps = plan_writes(drafts, mode, existing, now)
+            inserts = [item_values(step.item) for step in steps if step.action == "insert"]
+            if inserts:
+                await self._insert(connection, inserts)
+            for step in steps:
+                if step.action == "replace":
+                    await self._replace(connection, step.item)
+        return [step.item for step in steps]
+
+    async def _insert(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
+        names = ", ".join((*COLUMN_NAMES, "search_text"))
+        await connection.copy_records_to_table(
+            "memories", schema_name=self.schema, columns=names.split(", "), records=rows
+        )
+
+    async def _replace(self, connection: Connection, item: MemoryItem) -> None:
+        values = item_values(item)
+        await connection.execute(
+            f"UPDATE {self._s}.memories SET content = $2, summary = $3, category = $4, tags = $5, "
+            "metadata = $6, source = $7, updated_at = $8, version = $9, search_text = $10 "
+            "WHERE id = $1",
+            item.id,
+            values[3],
+            values[4],
+            values[5],
+            values[6],
+            values[7],
+            values[8],
+            values[10],
+            values[11],
+            search_text(item),
+        )
+
+    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+        await self._ready()
+        now = now_from(self._clock)
+        ids = [patch.id for patch in patches]
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(
+                f"SELECT {columns()} FROM {self._s}.memories m WHERE m.id = ANY($1::text[]) "
+                "ORDER BY m.id FOR UPDATE",
+                ids,
+            )
+            stored = {row["id"]: row_to_item(row) for row in rows}
+            missing = [item_id for item_id in ids if item_id not in stored]
+            if missing:
+                raise not_found(f"no record with id {missing[0]!r}")
+            updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
+            for item in updated:
+                await self._replace(connection, item)
+        return updated
+
+    async def delete(self, ids: Sequence[str]) -> list[str]:
+        await self._ready()
+        async with _translated():
+            rows = await self.pool.fetch(
+                f"DELETE FROM {self._s}.memories WHERE id = ANY($1::text[]) RETURNING id",
+                list(ids),
+            )
+        deleted = {row["id"] for row in rows}
+        return [item_id for item_id in ids if item_id in deleted]
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        await self._ready()
+        async with _translated():
+            await self.pool.execute(
+                f"UPDATE {self._s}.memories SET usage_count = usage_count + 1, "
+                "last_used_at = greatest(coalesce(last_used_at, $2), $2) "
+                "WHERE id = ANY($1::text[])",
+                list(ids),
+                to_micros(at),
+            )

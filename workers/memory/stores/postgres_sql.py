@@ -1,0 +1,210 @@
+"""SQL for the PostgreSQL memory store: schema migrations, filters and rows.
+
+Values always travel as ``$n`` parameters. The only text spliced into SQL is the schema name
+(validated against ``^[a-z_][a-z0-9_]{0,62}$`` and quoted) and fixed fragments from this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ditto.errors import InvalidInputError
+from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.records import canonical_json, content_text, from_micros, to_micros
+
+__all__ = (
+    "MIGRATIONS",
+    "Params",
+    "columns",
+    "item_values",
+    "order_clause",
+    "quoted_schema",
+    "row_to_item",
+    "search_text",
+    "where_clause",
+)
+
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def quoted_schema(schema: str) -> str:
+    """Raises:
+    InvalidInputError: ``schema`` is not a plain lower-case identifier."""
+    if not isinstance(schema, str) or not _SCHEMA.fullmatch(schema):
+        raise InvalidInputError("schema must match ^[a-z_][a-z0-9_]{0,62}$")
+    return f'"{schema}"'
+
+
+def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
+    """Versioned schema steps for schema ``s`` (quoted). Content, tags and metadata are JSON
+    text (exact round trips; ``jsonb`` would reorder keys and cannot hold ``\\u0000``);
+    timestamps are integer microseconds, exactly as in SQLite, so order and cursors agree."""
+    return (
+        (
+            f"""
+            CREATE TABLE {s}.memories (
+                id text COLLATE "C" PRIMARY KEY,
+                namespace text NOT NULL,
+                key text,
+                content text NOT NULL,
+                summary text,
+                category text NOT NULL,
+                tags text NOT NULL,
+                metadata text NOT NULL,
+                source text,
+                created_at bigint NOT NULL,
+                updated_at bigint NOT NULL,
+                version integer NOT NULL,
+                usage_count integer NOT NULL DEFAULT 0,
+                last_used_at bigint,
+                search_text text NOT NULL,
+                tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED
+            )
+            """,
+            f"CREATE UNIQUE INDEX memories_namespace_key ON {s}.memories (namespace, key) "
+            "WHERE key IS NOT NULL",
+            f"CREATE INDEX memories_created ON {s}.memories (created_at, id)",
+            f"CREATE INDEX memories_updated ON {s}.memories (updated_at, id)",
+            f"CREATE INDEX memories_usage ON {s}.memories (usage_count, id)",
+            f"CREATE INDEX memories_last_used ON {s}.memories (coalesce(last_used_at, -1), id)",
+            f"CREATE INDEX memories_namespace_created ON {s}.memories (namespace, created_at, id)",
+            f"CREATE INDEX memories_tsv ON {s}.memories USING gin (tsv)",
+        ),
+    )
+
+
+COLUMN_NAMES = (
+    "id",
+    "key",
+    "namespace",
+    "content",
+    "summary",
+    "category",
+    "tags",
+    "metadata",
+    "source",
+    "created_at",
+    "updated_at",
+    "version",
+    "usage_count",
+    "last_used_at",
+)
+
+
+def columns(alias: str = "m") -> str:
+    return ", ".join(f"{alias}.{name}" for name in COLUMN_NAMES)
+
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+
+
+def row_to_item(row: Any) -> MemoryItem:
+    """A record from a row (an ``asyncpg.Record`` or a tuple) in ``COLUMN_NAMES`` order."""
+    return MemoryItem(
+        id=row[0],
+        key=row[1],
+        namespace=row[2],
+        content=_decode(row[3]),
+        summary=row[4],
+        category=row[5],
+        tags=_decode(row[6]),
+        metadata=_decode(row[7]),
+        source=row[8],
+        created_at=from_micros(row[9]),
+        updated_at=from_micros(row[10]),
+        version=row[11],
+        usage_count=row[12],
+        last_used_at=None if row[13] is None else from_micros(row[13]),
+    )
+
+
+def search_text(item: MemoryItem) -> str:
+    # PostgreSQL text cannot hold NUL; the search text only feeds the index.
+    return " ".join(filter(None, (item.key, item.summary, content_text(item.content)))).replace(
+        "\x00", " "
+    )
+
+
+def item_values(item: MemoryItem) -> tuple[Any, ...]:
+    """Values for the ``COLUMN_NAMES`` columns plus ``search_text``, in that order."""
+    return (
+        item.id,
+        item.key,
+        item.namespace,
+        _encode(item.content).decode(),
+        item.summary,
+        item.category,
+        _encode(item.tags).decode(),
+        _encode(item.metadata).decode(),
+        item.source,
+        to_micros(item.created_at),
+        to_micros(item.updated_at),
+        item.version,
+        item.usage_count,
+        None if item.last_used_at is None else to_micros(item.last_used_at),
+        search_text(item),
+    )
+
+
+class Params:
+    """Collects query parameters and hands out their ``$n`` placeholders."""
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = list(values)
+
+    def add(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def where_clause(filter: MemoryFilter, params: Params) -> str:
+    """``filter`` as SQL over the alias ``m`` (``TRUE`` when empty)."""
+    parts: list[str] = []
+    for column, value in (
+        ("m.namespace", filter.namespace),
+        ("m.category", filter.category),
+        ("m.key", filter.key),
+        ("m.source", filter.source),
+    ):
+        if value is not None:
+            parts.append(f"{column} = {params.add(value)}")
+    if filter.key_prefix is not None:
+        parts.append(f"starts_with(m.key, {params.add(filter.key_prefix)})")
+    if filter.tags_any is not None:
+        parts.append(f"(m.tags::jsonb ?| {params.add(sorted(set(filter.tags_any)))}::text[])")
+    if filter.tags_all is not None:
+        parts.append(f"(m.tags::jsonb ?& {params.add(sorted(set(filter.tags_all)))}::text[])")
+    for name, expected in (filter.metadata or {}).items():
+        # jsonb equality: numbers by value (1 = 1.0), and true is never 1.
+        path = params.add(name)
+        value = params.add(canonical_json(expected).decode())
+        parts.append(f"(m.metadata::jsonb -> {path}::text) = {value}::jsonb")
+    for column, bound, operator in (
+        ("m.created_at", filter.created_after, ">"),
+        ("m.created_at", filter.created_before, "<"),
+        ("m.updated_at", filter.updated_after, ">"),
+        ("m.updated_at", filter.updated_before, "<"),
+    ):
+        if bound is not None:
+            parts.append(f"{column} {operator} {params.add(to_micros(bound))}")
+    return " AND ".join(parts) or "TRUE"
+
+
+_ORDER = {
+    "created_at": "m.created_at",
+    "updated_at": "m.updated_at",
+    "usage_count": "m.usage_count",
+    "last_used_at": "coalesce(m.last_used_at, -1)",
+}
+
+
+def order_clause(order: OrderBy) -> tuple[str, str, str]:
+    """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``."""
+    direction = "DESC" if order.direction == "desc" else "ASC"
+    comparison = "<" if order.direction == "desc" else ">"
+    return _ORDER[order.field], direction, comparison
