@@ -32,6 +32,16 @@ def build_memory_store(settings: Settings) -> MemoryStore:
     memory = settings.workers.memory
     if memory.backend == "inprocess":
         return InProcessMemoryStore()
+    if memory.backend == "postgres":
+        from workers.memory.stores.postgres import PostgresMemoryStore
+
+        assert memory.postgres_url is not None  # the settings refuse postgres without a URL
+        return PostgresMemoryStore.from_url(
+            memory.postgres_url.get_secret_value(),
+            schema=memory.postgres_schema,
+            pool_size=memory.postgres_pool_size,
+            statement_timeout_ms=memory.postgres_statement_timeout_ms,
+        )
     return SqliteMemoryStore(Path(memory.sqlite_path))
 
 

@@ -72,3 +72,28 @@ async def test_without_a_redis_url_only_explicit_context_works(tmp_path: Path) -
     assert scoped.error is not None
     assert scoped.error.code == "STATE_STORE_UNAVAILABLE"
     assert explicit.ok
+
+
+@pytest.mark.postgres
+async def test_the_postgres_backend_comes_from_config(tmp_path: Path, postgres_space: Any) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: postgres\n"
+        f"    postgres_schema: {postgres_space.schema}\n"
+    )
+    settings = load_config(config, env={"DITTO_WORKER_MEMORY_POSTGRES_URL": postgres_space.url})
+    async with open_runtime(settings) as runtime:
+        await runtime.invoke("MEMORY.WRITE", {"memories": [{"key": "k", "content": "pg"}]})
+    async with open_runtime(settings) as runtime:
+        found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
+    assert found.unwrap().items[0].content == "pg"
+    assert not (tmp_path / "memory.sqlite").exists()
+
+
+def test_the_postgres_backend_needs_its_url(tmp_path: Path) -> None:
+    from ditto import ConfigError
+
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: postgres\n")
+    with pytest.raises(ConfigError, match="DITTO_WORKER_MEMORY_POSTGRES_URL"):
+        load_config(config, env={})

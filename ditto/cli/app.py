@@ -159,6 +159,8 @@ def _memory_location(settings: Settings) -> str:
     memory = settings.workers.memory
     if memory.backend == "sqlite":
         return str(Path(memory.sqlite_path).resolve())
+    if memory.backend == "postgres":
+        return f"{redact_url(memory.postgres_url)} (schema {memory.postgres_schema})"
     return f"{memory.backend} store"
 
 

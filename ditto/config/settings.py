@@ -7,10 +7,10 @@ defaults live in YAML; URLs and credentials only ever come from the environment 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = (
     "ENV_ONLY",
@@ -55,9 +55,10 @@ def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str)
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
-    backend: Literal["sqlite", "inprocess"] = "sqlite"
-    """Where records live: ``sqlite`` (one file, the embedded default) or ``inprocess`` (lost
-    when the process exits; for tests and experiments)."""
+    backend: Literal["sqlite", "postgres", "inprocess"] = "sqlite"
+    """Where records live: ``sqlite`` (one file, the embedded default), ``postgres``
+    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra) or ``inprocess`` (lost when
+    the process exits; for tests and experiments)."""
     sqlite_path: str = Field("memory.sqlite", min_length=1)
     """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
     query_limit: int = Field(100, ge=1, le=10_000)
@@ -66,6 +67,12 @@ class MemoryWorkerSettings(_Strict):
     """SEARCH hits when a request gives none."""
     track_usage: bool = True
     """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
+    postgres_schema: str = Field("ditto", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """The PostgreSQL schema holding the memory tables (created if missing)."""
+    postgres_pool_size: int = Field(10, ge=1, le=1000)
+    """Connections in the PostgreSQL pool."""
+    postgres_statement_timeout_ms: int = Field(30_000, ge=1, le=MAX_TIMEOUT_MS)
+    """Longest a PostgreSQL statement may run before it fails with STORE_TIMEOUT."""
     postgres_url: SecretStr | None = None
     """From ``DITTO_WORKER_MEMORY_POSTGRES_URL`` only (never YAML)."""
 
@@ -74,6 +81,14 @@ class MemoryWorkerSettings(_Strict):
     def _postgres_scheme(cls, value: SecretStr | None) -> SecretStr | None:
         _check_url(value, ("postgresql", "postgres"), "DITTO_WORKER_MEMORY_POSTGRES_URL")
         return value
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_url(self) -> Self:
+        if self.backend == "postgres" and self.postgres_url is None:
+            raise ValueError(
+                "backend postgres needs DITTO_WORKER_MEMORY_POSTGRES_URL in the environment"
+            )
+        return self
 
 
 class ContextPolicySettings(_Strict):

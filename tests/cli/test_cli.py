@@ -129,3 +129,23 @@ def test_python_dash_m_ditto_is_the_same_command() -> None:
         [sys.executable, "-m", "ditto", "--version"], capture_output=True, text=True, timeout=60
     )
     assert completed.stdout.strip() == f"ditto {ditto.__version__}"
+
+
+def test_config_check_reports_the_memory_backend_without_secrets(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: postgres\n")
+    completed = run_cli(
+        "config",
+        "check",
+        str(config),
+        "--json",
+        env={"DITTO_WORKER_MEMORY_POSTGRES_URL": "postgresql://app:hunter2@db:5432/prod"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    memory = json.loads(completed.stdout)["settings"]["workers"]["memory"]
+    assert memory["backend"] == "postgres"
+    assert memory["postgres_url"] == "postgresql://***@db:5432/prod"
+    assert "hunter2" not in completed.stdout
+    missing = run_cli("config", "check", str(config))
+    assert missing.returncode == 2
+    assert "DITTO_WORKER_MEMORY_POSTGRES_URL" in missing.stderr
