@@ -13,6 +13,10 @@ Zipf-distributed vocabulary, so some words are in most records and most words ar
   OR of every query word and an AND of two frequent words.
 
 Targets: write throughput >= 50% of raw; SEARCH p50 <= 1.5x raw and p99 <= 20 ms at 100k.
+
+With ``--postgres URL`` (default ``$DITTO_TEST_POSTGRES_URL``) it adds the PostgreSQL column:
+WRITE batches and SEARCH p50/p99 through ``PostgresMemoryStore`` against raw asyncpg running the
+same SQL (targets: >= 70% of raw write throughput, SEARCH p50 <= 1.5x raw).
 Ratios are what count: absolute numbers depend on the machine.
 
     python3 tasks.py bench memory_store
@@ -24,11 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import random
 import sqlite3
 import statistics
 import sys
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,7 +375,119 @@ async def build(path: Path, corpus: Corpus, size: int) -> None:
     print()
 
 
-async def main(sizes: Sequence[int], queries: int, batches: int, track_usage: bool) -> None:
+# ------------------------------------------------------------------------------ PostgreSQL
+
+
+async def measure_postgres(
+    url: str, corpus: Corpus, sizes: Sequence[int], queries: int, batches: int
+) -> list[Row]:
+    """The PostgreSQL column: the store through the runtime against raw asyncpg running the
+    store's own SQL (COPY in one transaction per batch; the ranked tsquery search), each in a
+    private schema dropped afterwards."""
+    import asyncpg
+
+    from workers.memory.stores.postgres import PostgresMemoryStore
+    from workers.memory.stores.postgres_sql import COLUMN_NAMES, columns, item_values
+
+    schema = f"ditto_bench_{uuid.uuid4().hex[:12]}"
+    raw_schema = f"{schema}_raw"
+    rows: list[Row] = []
+    store = PostgresMemoryStore.from_url(url, schema=schema, pool_size=4)
+    mirror = PostgresMemoryStore.from_url(url, schema=raw_schema, pool_size=1)
+    await mirror.open()  # the same tables for the raw side
+    await mirror.aclose()
+    connection = await asyncpg.connect(url)
+    try:
+        async with store:
+            async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+                drafts = corpus.drafts(batches * BATCH)
+                batch_drafts = [drafts[n * BATCH : (n + 1) * BATCH] for n in range(batches)]
+
+                async def raw_batch(batch: Sequence[MemoryDraft]) -> None:
+                    now = utc_now()
+                    records = [item_values(new_item(draft, now)) for draft in batch]
+                    async with connection.transaction():
+                        await connection.copy_records_to_table(
+                            "memories",
+                            schema_name=raw_schema,
+                            columns=[*COLUMN_NAMES, "search_text"],
+                            records=records,
+                        )
+
+                ditto_time = raw_time = 0.0
+                for batch in batch_drafts:  # alternate, so load drift hits both alike
+                    ditto_time += (await timed_async([_write_call(runtime, batch)]))[0]
+                    started = perf_counter()
+                    await raw_batch(batch)
+                    raw_time += perf_counter() - started
+                records = batches * BATCH
+                rows.append(
+                    Row(
+                        "PG WRITE batch of 1,000 (records/s)",
+                        records / ditto_time,
+                        records / raw_time,
+                        "rec/s",
+                        True,
+                        0.7,
+                    )
+                )
+
+                search_sql = (
+                    f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
+                    f"FROM \"{raw_schema}\".memories m, websearch_to_tsquery('english', $1) q "
+                    "WHERE m.tsv @@ q AND TRUE ORDER BY score DESC, m.id LIMIT $2"
+                )
+                for size in sizes:
+                    while records < size:  # grow both sides to the corpus size
+                        batch = corpus.drafts(min(BATCH, size - records))
+                        (await runtime.invoke("MEMORY.WRITE", {"memories": batch})).unwrap()
+                        await raw_batch(batch)
+                        records += len(batch)
+                    questions = corpus.questions(queries)
+
+                    async def search(question: str) -> None:
+                        (await runtime.invoke("MEMORY.SEARCH", {"query": question})).unwrap()
+
+                    async def raw_search_pg(question: str) -> None:
+                        await connection.fetch(search_sql, " or ".join(query_words(question)), 10)
+
+                    for question in questions[:20]:
+                        await search(question)
+                        await raw_search_pg(question)
+                    ditto, raw = [], []
+                    for question in questions:
+                        ditto += await timed_async([lambda q=question: search(q)])
+                        raw += await timed_async([lambda q=question: raw_search_pg(q)])
+                    label = f"{size // 1000}k"
+                    rows.append(
+                        Row(
+                            f"PG SEARCH p50, {label} (ms)",
+                            _ms(percentile(ditto, 0.5)),
+                            _ms(percentile(raw, 0.5)),
+                            "ms",
+                            False,
+                            1.5,
+                        )
+                    )
+                    rows.append(
+                        Row(
+                            f"PG SEARCH p99, {label} (ms)",
+                            _ms(percentile(ditto, 0.99)),
+                            _ms(percentile(raw, 0.99)),
+                            "ms",
+                            False,
+                        )
+                    )
+    finally:
+        for name in (schema, raw_schema):
+            await connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        await connection.close()
+    return rows
+
+
+async def main(
+    sizes: Sequence[int], queries: int, batches: int, track_usage: bool, postgres: str | None
+) -> None:
     corpus = Corpus()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="ditto-bench-") as temporary:
@@ -382,11 +500,16 @@ async def main(sizes: Sequence[int], queries: int, batches: int, track_usage: bo
             await build(path, corpus, size)
             rows += await measure_reads(path, corpus, size, queries, track_usage)
             gc.collect()
+    if postgres:
+        rows += await measure_postgres(postgres, corpus, sizes, queries, batches)
+    else:
+        print("PostgreSQL column skipped: pass --postgres URL or set DITTO_TEST_POSTGRES_URL")
     print()
-    print(f"{'measurement':42} {'Ditto':>12} {'raw sqlite3':>12} {'ratio':>8}  target")
+    print(f"{'measurement':42} {'Ditto':>12} {'raw':>12} {'ratio':>8}  target")
     for row in rows:
         print(f"{row.name:42} {row.ditto:12.2f} {row.raw:12.2f} {row.ratio:7.2f}x  {row.verdict()}")
-    print("(ratio = Ditto / raw; for throughput higher is better, for latency lower is better)")
+    print("(raw = sqlite3, or asyncpg for PG rows, running the same SQL; ratio = Ditto / raw;")
+    print(" for throughput higher is better, for latency lower is better)")
 
 
 if __name__ == "__main__":
@@ -397,6 +520,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--no-usage", action="store_true", help="SEARCH without usage tracking (track_usage=False)"
     )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("DITTO_TEST_POSTGRES_URL"),
+        help="PostgreSQL URL for the PG rows (a private schema, dropped afterwards)",
+    )
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
-    asyncio.run(main(sizes, arguments.queries, arguments.batches, not arguments.no_usage))
+    asyncio.run(
+        main(
+            sizes, arguments.queries, arguments.batches, not arguments.no_usage, arguments.postgres
+        )
+    )

@@ -12,7 +12,10 @@ Every node behaves exactly as on SQLite (the same conformance suite runs on both
   ``websearch_to_tsquery`` over the query's words joined by ``or`` (OR recall, stop words left to
   the ``english`` configuration; user text is never SQL and never raw tsquery syntax) and ranked
   with ``ts_rank_cd``.
-* **Usage** is one ``UPDATE ... WHERE id = ANY(...)`` per search, not one per hit.
+* **Usage** counters are collected in memory and applied by one ``UPDATE`` for many searches:
+  when the previous one is older than ``_USAGE_INTERVAL``, first thing in the next write
+  transaction, on :meth:`flush` and on close. Updating a row recomputes its ``tsvector`` and
+  touches the GIN index, so one statement per search would make every search a costly write.
 * **Failures**: an unreachable server or a lost connection is ``STORE_UNAVAILABLE`` (retryable)
   and a statement timeout is ``STORE_TIMEOUT``; messages never contain the URL or a password.
 """
@@ -25,6 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Self
 
 import asyncpg
@@ -62,6 +66,8 @@ if TYPE_CHECKING:
     Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
 
 __all__ = ("PoolRecipe", "PostgresMemoryStore")
+
+_USAGE_INTERVAL = 0.05
 
 _UNAVAILABLE = (
     OSError,
@@ -140,6 +146,8 @@ class PostgresMemoryStore(MemoryStore):
         self._s = quoted_schema(schema)
         self._clock = clock
         self._opened = False
+        self._pending_usage: dict[str, tuple[int, int]] = {}
+        self._usage_applied_at = 0.0
 
     @classmethod
     def from_url(
@@ -217,6 +225,8 @@ class PostgresMemoryStore(MemoryStore):
             )
 
     async def aclose(self) -> None:
+        if self._pending_usage and self._pool is not None:
+            await self.flush()
         if self._recipe is not None and self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -295,6 +305,7 @@ class PostgresMemoryStore(MemoryStore):
         s = self._s
         keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            await self._apply_usage(connection)
             if keyed:
                 await connection.execute(
                     "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
@@ -350,6 +361,7 @@ class PostgresMemoryStore(MemoryStore):
         now = now_from(self._clock)
         ids = [patch.id for patch in patches]
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            await self._apply_usage(connection)
             rows = await connection.fetch(
                 f"SELECT {columns()} FROM {self._s}.memories m WHERE m.id = ANY($1::text[]) "
                 "ORDER BY m.id FOR UPDATE",
@@ -375,12 +387,38 @@ class PostgresMemoryStore(MemoryStore):
         return [item_id for item_id in ids if item_id in deleted]
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        micros = to_micros(at)
+        for item_id in ids:
+            count, last = self._pending_usage.get(item_id, (0, micros))
+            self._pending_usage[item_id] = (count + 1, max(last, micros))
+        if monotonic() - self._usage_applied_at >= _USAGE_INTERVAL:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Apply the pending usage counters now (one statement)."""
+        if not self._pending_usage:
+            return
         await self._ready()
-        async with _translated():
-            await self.pool.execute(
-                f"UPDATE {self._s}.memories SET usage_count = usage_count + 1, "
-                "last_used_at = greatest(coalesce(last_used_at, $2), $2) "
-                "WHERE id = ANY($1::text[])",
-                list(ids),
-                to_micros(at),
+        async with _translated(), self.pool.acquire() as connection:
+            await self._apply_usage(connection)
+
+    async def _apply_usage(self, connection: Connection) -> None:
+        usage, self._pending_usage = self._pending_usage, {}
+        self._usage_applied_at = monotonic()
+        if not usage:
+            return
+        try:
+            await connection.execute(
+                f"UPDATE {self._s}.memories m SET usage_count = m.usage_count + u.uses, "
+                "last_used_at = greatest(coalesce(m.last_used_at, u.at), u.at) "
+                "FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(id, uses, at) "
+                "WHERE m.id = u.id",
+                list(usage),
+                [count for count, _ in usage.values()],
+                [at for _, at in usage.values()],
             )
+        except BaseException:
+            for item_id, (count, at) in usage.items():  # not stored: keep them for next time
+                pending = self._pending_usage.get(item_id, (0, at))
+                self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
+            raise
