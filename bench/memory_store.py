@@ -387,7 +387,7 @@ async def measure_postgres(
     import asyncpg
 
     from workers.memory.stores.postgres import PostgresMemoryStore
-    from workers.memory.stores.postgres_sql import COLUMN_NAMES, columns, item_values
+    from workers.memory.stores.postgres_sql import COLUMN_NAMES, columns, item_values, records
 
     schema = f"ditto_bench_{uuid.uuid4().hex[:12]}"
     raw_schema = f"{schema}_raw"
@@ -432,9 +432,10 @@ async def measure_postgres(
                     )
                 )
 
+                raw_records = records(f'"{raw_schema}"')
                 search_sql = (
                     f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
-                    f"FROM \"{raw_schema}\".memories m, websearch_to_tsquery('english', $1) q "
+                    f"FROM {raw_records}, websearch_to_tsquery('english', $1) q "
                     "WHERE m.tsv @@ q AND TRUE ORDER BY score DESC, m.id LIMIT $2"
                 )
                 for size in sizes:

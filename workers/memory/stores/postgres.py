@@ -55,6 +55,7 @@ from workers.memory.stores.postgres_sql import (
     item_values,
     order_clause,
     quoted_schema,
+    records,
     row_to_item,
     search_text,
     where_clause,
@@ -244,7 +245,7 @@ class PostgresMemoryStore(MemoryStore):
         await self._ready()
         async with _translated():
             rows = await self.pool.fetch(
-                f"SELECT {columns()} FROM {self._s}.memories m "
+                f"SELECT {columns()} FROM {records(self._s)} "
                 "WHERE m.id = ANY($1::text[]) OR (m.namespace = $2 AND m.key = ANY($3::text[]))",
                 list(ids),
                 namespace,
@@ -263,7 +264,7 @@ class PostgresMemoryStore(MemoryStore):
             last = f"({params.add(after[0])}, {params.add(after[1])})"
             where += f" AND ({expression}, m.id) {comparison} {last}"
         sql = (
-            f"SELECT {columns()} FROM {self._s}.memories m WHERE {where} "
+            f"SELECT {columns()} FROM {records(self._s)} WHERE {where} "
             f"ORDER BY {expression} {direction}, m.id {direction} LIMIT {params.add(limit)}"
         )
         async with _translated():
@@ -289,7 +290,7 @@ class PostgresMemoryStore(MemoryStore):
         where = where_clause(input.filter, params)
         sql = (
             f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
-            f"FROM {self._s}.memories m, websearch_to_tsquery('english', $1) q "
+            f"FROM {records(self._s)}, websearch_to_tsquery('english', $1) q "
             f"WHERE m.tsv @@ q AND {where} ORDER BY score DESC, m.id "
             f"LIMIT {params.add(input.limit or 10)}"
         )
@@ -314,7 +315,7 @@ class PostgresMemoryStore(MemoryStore):
             existing: dict[tuple[str, str], MemoryItem] = {}
             if keyed:
                 rows = await connection.fetch(
-                    f"SELECT {columns()} FROM {s}.memories m JOIN unnest($1::text[], $2::text[]) "
+                    f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
                     "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
                     "AND m.key = wanted.key",
                     [namespace for namespace, _ in keyed],
@@ -363,8 +364,8 @@ class PostgresMemoryStore(MemoryStore):
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
             await self._apply_usage(connection)
             rows = await connection.fetch(
-                f"SELECT {columns()} FROM {self._s}.memories m WHERE m.id = ANY($1::text[]) "
-                "ORDER BY m.id FOR UPDATE",
+                f"SELECT {columns()} FROM {records(self._s)} WHERE m.id = ANY($1::text[]) "
+                "ORDER BY m.id FOR UPDATE OF m",
                 ids,
             )
             stored = {row["id"]: row_to_item(row) for row in rows}
@@ -408,11 +409,15 @@ class PostgresMemoryStore(MemoryStore):
         if not usage:
             return
         try:
+            # Only for records that still exist (a deleted one may have been found a moment ago).
             await connection.execute(
-                f"UPDATE {self._s}.memories m SET usage_count = m.usage_count + u.uses, "
-                "last_used_at = greatest(coalesce(m.last_used_at, u.at), u.at) "
+                f"INSERT INTO {self._s}.memory_usage AS usage (id, usage_count, last_used_at) "
+                "SELECT u.id, u.uses, u.at "
                 "FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(id, uses, at) "
-                "WHERE m.id = u.id",
+                f"JOIN {self._s}.memories m ON m.id = u.id "
+                "ON CONFLICT (id) DO UPDATE SET "
+                "usage_count = usage.usage_count + excluded.usage_count, "
+                "last_used_at = greatest(usage.last_used_at, excluded.last_used_at)",
                 list(usage),
                 [count for count, _ in usage.values()],
                 [at for _, at in usage.values()],

@@ -23,6 +23,7 @@ __all__ = (
     "item_values",
     "order_clause",
     "quoted_schema",
+    "records",
     "row_to_item",
     "search_text",
     "where_clause",
@@ -59,8 +60,6 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
                 created_at bigint NOT NULL,
                 updated_at bigint NOT NULL,
                 version integer NOT NULL,
-                usage_count integer NOT NULL DEFAULT 0,
-                last_used_at bigint,
                 search_text text NOT NULL,
                 tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED
             )
@@ -69,8 +68,17 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             "WHERE key IS NOT NULL",
             f"CREATE INDEX memories_created ON {s}.memories (created_at, id)",
             f"CREATE INDEX memories_updated ON {s}.memories (updated_at, id)",
-            f"CREATE INDEX memories_usage ON {s}.memories (usage_count, id)",
-            f"CREATE INDEX memories_last_used ON {s}.memories (coalesce(last_used_at, -1), id)",
+            # Usage counters change on every search; in their own table those updates never
+            # rewrite a record, recompute its tsvector or grow the GIN index's pending list.
+            f"""
+            CREATE TABLE {s}.memory_usage (
+                id text COLLATE "C" PRIMARY KEY REFERENCES {s}.memories (id) ON DELETE CASCADE,
+                usage_count integer NOT NULL,
+                last_used_at bigint NOT NULL
+            )
+            """,
+            f"CREATE INDEX memory_usage_count ON {s}.memory_usage (usage_count, id)",
+            f"CREATE INDEX memory_usage_last_used ON {s}.memory_usage (last_used_at, id)",
             f"CREATE INDEX memories_namespace_created ON {s}.memories (namespace, created_at, id)",
             f"CREATE INDEX memories_tsv ON {s}.memories USING gin (tsv)",
         ),
@@ -90,13 +98,20 @@ COLUMN_NAMES = (
     "created_at",
     "updated_at",
     "version",
-    "usage_count",
-    "last_used_at",
 )
+"""The columns of ``memories`` a record is read from (usage comes from ``memory_usage``)."""
 
 
-def columns(alias: str = "m") -> str:
-    return ", ".join(f"{alias}.{name}" for name in COLUMN_NAMES)
+def columns() -> str:
+    """A record's columns over ``records(schema)``."""
+    return ", ".join(
+        [*(f"m.{name}" for name in COLUMN_NAMES), "coalesce(u.usage_count, 0)", "u.last_used_at"]
+    )
+
+
+def records(s: str) -> str:
+    """The ``FROM`` source of records: each memory with its usage counters (alias ``m``)."""
+    return f"{s}.memories m LEFT JOIN {s}.memory_usage u ON u.id = m.id"
 
 
 _decode = msgspec.json.decode
@@ -131,7 +146,8 @@ def search_text(item: MemoryItem) -> str:
 
 
 def item_values(item: MemoryItem) -> tuple[Any, ...]:
-    """Values for the ``COLUMN_NAMES`` columns plus ``search_text``, in that order."""
+    """Values for the ``COLUMN_NAMES`` columns plus ``search_text``, in that order (a new
+    record has no usage row yet)."""
     return (
         item.id,
         item.key,
@@ -145,8 +161,6 @@ def item_values(item: MemoryItem) -> tuple[Any, ...]:
         to_micros(item.created_at),
         to_micros(item.updated_at),
         item.version,
-        item.usage_count,
-        None if item.last_used_at is None else to_micros(item.last_used_at),
         search_text(item),
     )
 
@@ -198,8 +212,8 @@ def where_clause(filter: MemoryFilter, params: Params) -> str:
 _ORDER = {
     "created_at": "m.created_at",
     "updated_at": "m.updated_at",
-    "usage_count": "m.usage_count",
-    "last_used_at": "coalesce(m.last_used_at, -1)",
+    "usage_count": "coalesce(u.usage_count, 0)",
+    "last_used_at": "coalesce(u.last_used_at, -1)",
 }
 
 
