@@ -420,12 +420,12 @@ async def measure_postgres(
                     started = perf_counter()
                     await raw_batch(batch)
                     raw_time += perf_counter() - started
-                records = batches * BATCH
+                written = batches * BATCH
                 rows.append(
                     Row(
                         "PG WRITE batch of 1,000 (records/s)",
-                        records / ditto_time,
-                        records / raw_time,
+                        written / ditto_time,
+                        written / raw_time,
                         "rec/s",
                         True,
                         0.7,
@@ -439,11 +439,11 @@ async def measure_postgres(
                     "WHERE m.tsv @@ q AND TRUE ORDER BY score DESC, m.id LIMIT $2"
                 )
                 for size in sizes:
-                    while records < size:  # grow both sides to the corpus size
-                        batch = corpus.drafts(min(BATCH, size - records))
+                    while written < size:  # grow both sides to the corpus size
+                        batch = corpus.drafts(min(BATCH, size - written))
                         (await runtime.invoke("MEMORY.WRITE", {"memories": batch})).unwrap()
                         await raw_batch(batch)
-                        records += len(batch)
+                        written += len(batch)
                     questions = corpus.questions(queries)
 
                     async def search(question: str) -> None:
