@@ -387,7 +387,12 @@ async def measure_postgres(
     import asyncpg
 
     from workers.memory.stores.postgres import PostgresMemoryStore
-    from workers.memory.stores.postgres_sql import COLUMN_NAMES, columns, item_values, records
+    from workers.memory.stores.postgres_sql import (
+        COLUMN_NAMES,
+        Params,
+        item_values,
+        keyword_search_sql,
+    )
 
     schema = f"ditto_bench_{uuid.uuid4().hex[:12]}"
     raw_schema = f"{schema}_raw"
@@ -432,12 +437,6 @@ async def measure_postgres(
                     )
                 )
 
-                raw_records = records(f'"{raw_schema}"')
-                search_sql = (
-                    f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
-                    f"FROM {raw_records}, websearch_to_tsquery('english', $1) q "
-                    "WHERE m.tsv @@ q AND TRUE ORDER BY score DESC, m.id LIMIT $2"
-                )
                 for size in sizes:
                     while written < size:  # grow both sides to the corpus size
                         batch = corpus.drafts(min(BATCH, size - written))
@@ -450,7 +449,9 @@ async def measure_postgres(
                         (await runtime.invoke("MEMORY.SEARCH", {"query": question})).unwrap()
 
                     async def raw_search_pg(question: str) -> None:
-                        await connection.fetch(search_sql, " or ".join(query_words(question)), 10)
+                        params = Params([" or ".join(query_words(question))])
+                        sql = keyword_search_sql(f'"{raw_schema}"', MemoryFilter(), params, 10)
+                        await connection.fetch(sql, *params.values)
 
                     for question in questions[:20]:
                         await search(question)

@@ -53,6 +53,7 @@ from workers.memory.stores.postgres_sql import (
     Params,
     columns,
     item_values,
+    keyword_search_sql,
     order_clause,
     quoted_schema,
     records,
@@ -287,13 +288,7 @@ class PostgresMemoryStore(MemoryStore):
             return []
         await self._ready()
         params = Params([" or ".join(words)])
-        where = where_clause(input.filter, params)
-        sql = (
-            f"SELECT {columns()}, ts_rank_cd(m.tsv, q) AS score "
-            f"FROM {records(self._s)}, websearch_to_tsquery('english', $1) q "
-            f"WHERE m.tsv @@ q AND {where} ORDER BY score DESC, m.id "
-            f"LIMIT {params.add(input.limit or 10)}"
-        )
+        sql = keyword_search_sql(self._s, input.filter, params, input.limit or 10)
         async with _translated():
             rows = await self.pool.fetch(sql, *params.values)
         return [SearchHit(row_to_item(row), float(row["score"])) for row in rows]

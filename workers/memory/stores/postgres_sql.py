@@ -21,6 +21,7 @@ __all__ = (
     "Params",
     "columns",
     "item_values",
+    "keyword_search_sql",
     "order_clause",
     "quoted_schema",
     "records",
@@ -207,6 +208,23 @@ def where_clause(filter: MemoryFilter, params: Params) -> str:
         if bound is not None:
             parts.append(f"{column} {operator} {params.add(to_micros(bound))}")
     return " AND ".join(parts) or "TRUE"
+
+
+def keyword_search_sql(s: str, filter: MemoryFilter, params: Params, limit: int) -> str:
+    """Ranked keyword search; ``$1`` is the ``websearch_to_tsquery`` text. Records are ranked
+    and limited first, then joined with their usage counters, so the join touches ``limit`` rows,
+    not every match (filters never involve usage)."""
+    where = where_clause(filter, params)
+    limit_mark = params.add(limit)
+    ranked = (
+        f"SELECT m.*, ts_rank_cd(m.tsv, q) AS score "
+        f"FROM {s}.memories m, websearch_to_tsquery('english', $1) q "
+        f"WHERE m.tsv @@ q AND {where} ORDER BY score DESC, m.id LIMIT {limit_mark}"
+    )
+    return (
+        f"SELECT {columns()}, m.score FROM ({ranked}) m "
+        f"LEFT JOIN {s}.memory_usage u ON u.id = m.id ORDER BY m.score DESC, m.id"
+    )
 
 
 _ORDER = {
