@@ -162,18 +162,24 @@ async def test_two_concurrent_updates_give_one_success_and_one_conflict(
     assert [code_of(result) for result in results if not result.ok] == ["STATE_CONFLICT"]
 
 
+async def concurrent_updates(runtime: Any, count: int) -> list[Any]:
+    """``count`` UPDATEs of SCOPE at once, each adding its own item."""
+    results: list[Any] = []
+
+    async def update(n: int) -> None:
+        payload = {"scope": SCOPE, "add": [{"id": f"i{n}", "content": n}]}
+        results.append(await runtime.invoke("CONTEXT.UPDATE", payload))
+
+    async with anyio.create_task_group() as group:
+        for n in range(count):
+            group.start_soon(update, n)
+    return results
+
+
 async def test_a_queue_serialises_updates_of_one_scope(context: ContextHarness) -> None:
     async with create_ditto(workers=[queue_worker(context.store)]) as runtime:
         await runtime.invoke("CONTEXT.LOAD", {"scope": SCOPE, "sources": []})
-        results: list[Any] = []
-
-        async def update(n: int) -> None:
-            payload = {"scope": SCOPE, "add": [{"id": f"i{n}", "content": n}]}
-            results.append(await runtime.invoke("CONTEXT.UPDATE", payload))
-
-        async with anyio.create_task_group() as group:
-            for n in range(30):
-                group.start_soon(update, n)
+        results = await concurrent_updates(runtime, 30)
         final = (await runtime.invoke("CONTEXT.LOAD", {"scope": SCOPE})).unwrap()
     assert all(result.ok for result in results)
     assert len(final.items) == 30  # no lost update
@@ -182,15 +188,7 @@ async def test_a_queue_serialises_updates_of_one_scope(context: ContextHarness) 
 async def test_a_full_queue_refuses_at_once(context: ContextHarness) -> None:
     async with create_ditto(workers=[queue_worker(context.store, max_pending=1)]) as runtime:
         await runtime.invoke("CONTEXT.LOAD", {"scope": SCOPE, "sources": []})
-        results: list[Any] = []
-
-        async def update(n: int) -> None:
-            payload = {"scope": SCOPE, "add": [{"id": f"i{n}", "content": n}]}
-            results.append(await runtime.invoke("CONTEXT.UPDATE", payload))
-
-        async with anyio.create_task_group() as group:
-            for n in range(3):
-                group.start_soon(update, n)
+        results = await concurrent_updates(runtime, 3)
     codes = sorted(code_of(result) or "ok" for result in results)
     assert codes.count("QUEUE_FULL") >= 1
     assert "ok" in codes

@@ -57,10 +57,10 @@ from workers.memory.stores.postgres_sql import (
     order_clause,
     quoted_schema,
     records,
-    row_to_item,
     search_text,
     where_clause,
 )
+from workers.memory.stores.rows import row_to_item
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext

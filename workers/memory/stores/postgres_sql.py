@@ -14,7 +14,7 @@ import msgspec
 
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
-from workers.memory.records import canonical_json, content_text, from_micros, to_micros
+from workers.memory.records import canonical_json, content_text, to_micros
 
 __all__ = (
     "MIGRATIONS",
@@ -25,7 +25,6 @@ __all__ = (
     "order_clause",
     "quoted_schema",
     "records",
-    "row_to_item",
     "search_text",
     "where_clause",
 )
@@ -117,26 +116,6 @@ def records(s: str) -> str:
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
-
-
-def row_to_item(row: Any) -> MemoryItem:
-    """A record from a row (an ``asyncpg.Record`` or a tuple) in ``COLUMN_NAMES`` order."""
-    return MemoryItem(
-        id=row[0],
-        key=row[1],
-        namespace=row[2],
-        content=_decode(row[3]),
-        summary=row[4],
-        category=row[5],
-        tags=_decode(row[6]),
-        metadata=_decode(row[7]),
-        source=row[8],
-        created_at=from_micros(row[9]),
-        updated_at=from_micros(row[10]),
-        version=row[11],
-        usage_count=row[12],
-        last_used_at=None if row[13] is None else from_micros(row[13]),
-    )
 
 
 def search_text(item: MemoryItem) -> str:

@@ -50,6 +50,7 @@ from workers.memory.records import (
     utc_now,
 )
 from workers.memory.search.text import query_words
+from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite_schema import migrate, read_cursor_secret
 from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
 from workers.memory.stores.sqlite_sql import (
@@ -58,7 +59,6 @@ from workers.memory.stores.sqlite_sql import (
     fts_row,
     item_row,
     order_clause,
-    row_to_item,
     where_clause,
 )
 

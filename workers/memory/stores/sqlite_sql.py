@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
-from workers.memory.records import content_text, from_micros, to_micros
+from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
 
 __all__ = (
@@ -22,7 +22,6 @@ __all__ = (
     "item_row",
     "match_expression",
     "order_clause",
-    "row_to_item",
     "where_clause",
 )
 
@@ -40,25 +39,6 @@ ORDER_EXPRESSIONS = {
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
-
-
-def row_to_item(row: Sequence[Any]) -> MemoryItem:
-    return MemoryItem(
-        id=row[0],
-        key=row[1],
-        namespace=row[2],
-        content=_decode(row[3]),
-        summary=row[4],
-        category=row[5],
-        tags=_decode(row[6]),
-        metadata=_decode(row[7]),
-        source=row[8],
-        created_at=from_micros(row[9]),
-        updated_at=from_micros(row[10]),
-        version=row[11],
-        usage_count=row[12],
-        last_used_at=None if row[13] is None else from_micros(row[13]),
-    )
 
 
 def item_row(item: MemoryItem) -> tuple[Any, ...]:

@@ -1,0 +1,40 @@
+"""Rows of the SQL stores as records: both select a record's columns in this order::
+
+    id, key, namespace, content, summary, category, tags, metadata, source,
+    created_at, updated_at, version, usage_count, last_used_at
+
+with JSON text for content, tags and metadata and integer microseconds for timestamps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from workers.memory.contracts import MemoryItem
+from workers.memory.records import from_micros
+
+__all__ = ("row_to_item",)
+
+_decode = msgspec.json.decode
+
+
+def row_to_item(row: Any) -> MemoryItem:
+    """A record from a row (a tuple or an ``asyncpg.Record``) in the order above."""
+    return MemoryItem(
+        id=row[0],
+        key=row[1],
+        namespace=row[2],
+        content=_decode(row[3]),
+        summary=row[4],
+        category=row[5],
+        tags=_decode(row[6]),
+        metadata=_decode(row[7]),
+        source=row[8],
+        created_at=from_micros(row[9]),
+        updated_at=from_micros(row[10]),
+        version=row[11],
+        usage_count=row[12],
+        last_used_at=None if row[13] is None else from_micros(row[13]),
+    )
