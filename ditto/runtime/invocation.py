@@ -69,7 +69,7 @@ async def invoke_route(
     node = route.node_type
     contract = route.contract
     try:
-        node_input = contract.convert_input(value)
+        node_input = value if contract.input_type is Any else contract.convert_input(value)
         replica = route.pick(worker)
     except (InvalidInputError, NoWorkerAvailableError) as exc:
         return _failed(execution_id, node, exc.to_info(), None, started)

@@ -192,19 +192,40 @@ class Ditto:
         """
         if self._closing:
             raise RuntimeClosedError()
+        route, deadline = self._prepare(node_type, timeout, worker, None)
         self._inflight += 1
         try:
-            return await self._invoke(
-                node_type,
+            return await invoke_route(
+                self,
+                route,
                 input,
-                timeout=timeout,
+                deadline=deadline,
                 principal=principal,
                 worker=worker,
                 execution=None,
-                outer_deadline=None,
             )
         finally:
             self._release()
+
+    def _prepare(
+        self,
+        node_type: str,
+        timeout: float | None,
+        worker: str | None,
+        outer_deadline: float | None,
+    ) -> tuple[Route, float]:
+        """The route and the absolute deadline of one call (raises for misuse)."""
+        route = self._routes.get(node_type)
+        if route is None:
+            raise UnknownNodeError(node_type)
+        if worker is not None:
+            route.check_pin(worker)
+        deadline = asyncio.get_running_loop().time() + (
+            self._default_timeout if timeout is None else _seconds(timeout, "timeout")
+        )
+        if outer_deadline is not None and outer_deadline < deadline:
+            deadline = outer_deadline
+        return route, deadline
 
     async def _invoke(
         self,
@@ -217,16 +238,8 @@ class Ditto:
         execution: ExecutionScope | None,
         outer_deadline: float | None,
     ) -> NodeResult[Any]:
-        route = self._routes.get(node_type)
-        if route is None:
-            raise UnknownNodeError(node_type)
-        if worker is not None:
-            route.check_pin(worker)
-        deadline = asyncio.get_running_loop().time() + (
-            self._default_timeout if timeout is None else _seconds(timeout, "timeout")
-        )
-        if outer_deadline is not None and outer_deadline < deadline:
-            deadline = outer_deadline
+        """A nested call (``ctx.invoke``): accepted even while the runtime drains."""
+        route, deadline = self._prepare(node_type, timeout, worker, outer_deadline)
         return await invoke_route(
             self,
             route,

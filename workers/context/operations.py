@@ -180,10 +180,9 @@ class ContextOperations:
         seen: set[str] = set()
         selected: list[ContextItem] = []
         spent = 0
-        for candidate in candidates:
+        for item in candidates:
             if len(selected) >= limit:
                 break
-            item = candidate
             if item.id in seen:
                 continue
             seen.add(item.id)

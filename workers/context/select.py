@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from workers.context.canonical import js_json
@@ -21,6 +22,7 @@ from workers.context.contracts import ContextItem, Purpose
 __all__ = ("default_select", "number", "text_content", "truthy")
 
 _TERM = re.compile(r"[\w-]+")
+_METADATA = attrgetter("metadata")
 
 
 def truthy(metadata: dict[str, Any] | None, key: str) -> bool:
@@ -58,7 +60,7 @@ def _terms(content: Any) -> set[str]:
 def default_select(purpose: Purpose, query: Any, items: Sequence[ContextItem]) -> list[ContextItem]:
     """Every eligible item, best first (the node applies the limit and token budget)."""
     query_terms = _terms("" if query is None else query)
-    if not query_terms and all(item.metadata is None for item in items):
+    if not query_terms and not any(map(_METADATA, items)):
         # Only the position term is left (index / n), so later items simply rank first.
         return list(reversed(items))
     count = max(1, len(items))
