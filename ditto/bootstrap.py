@@ -61,6 +61,7 @@ def build_context_store(settings: Settings) -> ContextStateStore | None:
 
 
 def build_context_worker(settings: Settings, store: ContextStateStore | None) -> WorkerDefinition:
+    """The CONTEXT worker with the configured policy and (optional) per-scope queue."""
     from workers.context import ContextPolicy, ScopeQueue, create_context_worker
 
     context = settings.workers.context
