@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -52,17 +53,20 @@ class _Wheel:
     __slots__ = ("loop", "slots")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weak, so a wheel kept in the module's map never keeps a finished loop alive.
+        self.loop = weakref.ref(loop)
         self.slots: dict[tuple[int, int], set[Deadline]] = {}
 
-    def arm(self, task: asyncio.Task[Any], when: float, now: float) -> Deadline:
+    def arm(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float, now: float
+    ) -> Deadline:
         left_ms = (when - now) * _SLOTS_PER_SECOND
         width = 1 << max(0, int(left_ms / _PRECISION).bit_length() - 1)  # ms, a power of two
         slot = (width, math.ceil(when * _SLOTS_PER_SECOND / width))
         entries = self.slots.get(slot)
         if entries is None:
             entries = self.slots[slot] = set()
-            self.loop.call_at(slot[1] * width / _SLOTS_PER_SECOND, self._expire, slot)
+            loop.call_at(slot[1] * width / _SLOTS_PER_SECOND, self._expire, slot)
         deadline = Deadline(self, slot, task)
         entries.add(deadline)
         return deadline
@@ -82,9 +86,9 @@ def arm(
     """Cancel ``task`` at ``when`` (``loop.time()`` clock, read as ``now``) unless disarmed."""
     global _current
     wheel = _current
-    if wheel is None or wheel.loop is not loop:
+    if wheel is None or wheel.loop() is not loop:
         wheel = _wheels.get(loop)
         if wheel is None:
             wheel = _wheels[loop] = _Wheel(loop)
         _current = wheel
-    return wheel.arm(task, when, now)
+    return wheel.arm(loop, task, when, now)

@@ -109,6 +109,10 @@ async def invoke_route(
     if timer.fired:
         # The handler swallowed the deadline's cancellation; whatever it produced is late.
         task.uncancel()
+    if task.cancelling() > cancelling:
+        # The handler swallowed the caller's cancellation: it still belongs to the caller.
+        raise asyncio.CancelledError()
+    if timer.fired:
         return _timed_out(execution_id, node, replica_id, started)
     if error is None:
         try:

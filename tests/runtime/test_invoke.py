@@ -296,3 +296,39 @@ async def test_closed_runtime_refuses_invoke() -> None:
 def test_errors_share_one_root() -> None:
     for error_type in (ConfigError, InvalidInputError, UnknownNodeError, RuntimeClosedError):
         assert issubclass(error_type, DittoError)
+
+
+async def test_a_handler_that_swallows_the_callers_cancellation_still_propagates_it() -> None:
+    swallowed: list[bool] = []
+
+    async def stubborn(request: Any, ctx: NodeContext) -> str:
+        try:
+            await anyio.sleep(5)
+        except asyncio.CancelledError:
+            swallowed.append(True)
+            return "pretending all is well"
+        return "finished"
+
+    worker = define_worker("stubborn", {"STUBBORN.RUN": stubborn})
+    async with create_ditto(workers=[worker]) as runtime:
+        task = asyncio.ensure_future(runtime.invoke("STUBBORN.RUN", {}))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert swallowed == [True]
+
+
+def test_deadline_wheels_do_not_keep_finished_loops_alive() -> None:
+    import gc
+
+    from ditto.runtime import deadlines
+
+    async def one_call() -> None:
+        async with create_ditto(workers=[Probe().worker()]) as runtime:
+            await runtime.invoke("PROBE.WORK", work("a"))
+
+    for _ in range(3):
+        asyncio.run(one_call())
+    gc.collect()
+    assert not any(loop.is_closed() for loop in list(deadlines._wheels.keys()))

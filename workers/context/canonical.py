@@ -26,6 +26,7 @@ __all__ = ("js_json", "json_string", "scope_key", "stable_id", "utf8_size")
 # the short forms \n \t ...) and leaves other characters raw, as JSON.stringify does.
 _escape_string = json.encoder.encode_basestring
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_EXACT = 2**53  # integers below this are exact doubles, printed in full by JavaScript
 
 
 def _js_number(value: float) -> str:
@@ -33,7 +34,7 @@ def _js_number(value: float) -> str:
         raise ContextError(ContextErrorCode.INVALID_INPUT, "numbers must be finite")
     if value == 0:
         return "0"
-    if value.is_integer() and abs(value) < 1e21:
+    if value.is_integer() and abs(value) < _EXACT:
         return str(int(value))
     # repr gives the shortest round-trip digits, as JavaScript does; only the layout differs.
     _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
@@ -90,7 +91,16 @@ def _write(value: Any, parts: list[str], sort_keys: bool, active: set[int]) -> N
     elif isinstance(value, str):
         parts.append(json_string(value))
     elif isinstance(value, int):
-        parts.append(str(value))
+        # Beyond 2**53 JavaScript holds the nearest double, and prints that.
+        if abs(value) < _EXACT:
+            parts.append(str(value))
+        else:
+            try:
+                parts.append(_js_number(float(value)))
+            except OverflowError:
+                raise ContextError(
+                    ContextErrorCode.INVALID_INPUT, "numbers must be finite"
+                ) from None
     elif isinstance(value, float):
         parts.append(_js_number(value))
     elif isinstance(value, list | tuple | dict):

@@ -115,6 +115,8 @@ class _ContextNodes:
         if request.scope is None:
             if request.expected_version is not None:
                 raise _invalid("expected_version needs a scope")
+            if request.sources is None:
+                raise _invalid("an explicit LOAD needs sources (or give a scope to read)")
             return await self.ops.load(request, ctx)
         scope = request.scope
 

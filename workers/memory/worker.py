@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -81,6 +82,36 @@ def _check_items(items: object, what: str, *, unique: bool = True) -> list[Memor
     return items
 
 
+_FREE_TEXT = re.compile(r"^(query|(memories|updates)\[\d+\]\.content)$")
+"""Fields whose strings may hold any character: they travel as JSON, never as a bare column."""
+
+
+def _reject_nul(request: msgspec.Struct) -> None:
+    """Refuse NUL characters outside content: keys, names, tags, metadata and filters are stored
+    or compared as database text, which in PostgreSQL cannot hold them. Every store refuses
+    them alike, so behaviour never depends on the backend.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` naming the field.
+    """
+    stack: list[tuple[str, Any]] = [("", msgspec.to_builtins(request))]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise MemoryStoreError(f"{path or 'input'} must not contain NUL characters")
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                child_path = f"{path}.{key}" if path else key
+                if _FREE_TEXT.match(child_path):
+                    continue
+                if "\x00" in key:
+                    raise MemoryStoreError(f"{path or 'input'} has a key with a NUL character")
+                stack.append((child_path, child))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(value))
+
+
 def _check_limit(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
         raise InvalidInputError(f"{name} must be an integer from 1 to {MAX_LIMIT}")
@@ -105,6 +136,7 @@ class _MemoryNodes:
         self.clock = clock
 
     async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
+        _reject_nul(request)
         ids = list(dict.fromkeys(request.ids))
         keys = list(dict.fromkeys(request.keys))
         if not ids and not keys:
@@ -128,7 +160,10 @@ class _MemoryNodes:
         return GetOutput(list(ordered.values()))
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
+        _reject_nul(request)
         limit = request.limit or self.query_limit
+        # Open first: a store that keeps its cursor key loads it when it opens.
+        await _backend(self.store.open())
         secret = self.store.cursor_secret
         after = (
             decode_cursor(secret, request.filter, request.order_by, request.cursor)
@@ -150,6 +185,7 @@ class _MemoryNodes:
         return QueryOutput(page, next_cursor)
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
+        _reject_nul(request)
         limit = request.limit or self.search_limit
         request = msgspec.structs.replace(request, limit=limit)
         provider: MemorySearchProvider | MemoryStore
@@ -177,6 +213,7 @@ class _MemoryNodes:
         return SearchOutput(hits)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
+        _reject_nul(request)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
             check_json(draft.content, f"memories[{position}].content")
@@ -203,6 +240,7 @@ class _MemoryNodes:
         return WriteOutput(items)
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
+        _reject_nul(request)
         ids = [patch.id for patch in request.updates]
         if len(set(ids)) != len(ids):
             raise MemoryStoreError("an id appears twice in one UPDATE")
@@ -224,6 +262,7 @@ class _MemoryNodes:
         return UpdateOutput(items)
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
+        _reject_nul(request)
         ids = list(dict.fromkeys(request.ids))
         if not ids:
             return DeleteOutput([])

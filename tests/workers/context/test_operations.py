@@ -473,3 +473,13 @@ def test_a_bad_policy_fails_at_construction() -> None:
     ):
         with pytest.raises(Exception, match="policy"):
             ContextPolicy(**bad)  # type: ignore[arg-type]
+
+
+def test_numbers_beyond_two_to_the_53_print_as_javascript_does() -> None:
+    assert js_json(2.0**60, sort_keys=True) == "1152921504606847000"
+    assert js_json(12345678901234567891, sort_keys=True) == "12345678901234567000"
+    assert js_json(2**53 - 1, sort_keys=True) == "9007199254740991"
+
+
+async def test_an_explicit_load_needs_sources() -> None:
+    assert code_of(await run("CONTEXT.LOAD", {})) == "INVALID_INPUT"

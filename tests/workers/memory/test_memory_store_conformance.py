@@ -6,11 +6,12 @@ from datetime import timedelta
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from ditto import ErrorCode
 from tests.workers.memory.conftest import MemoryHarness
-from workers.memory import MemoryErrorCode
+from workers.memory import MemoryDraft, MemoryErrorCode
 
 pytestmark = pytest.mark.anyio
 
@@ -595,3 +596,55 @@ async def test_a_word_is_found_right_after_a_search_that_missed_it(memory: Memor
     await memory.write({"content": "a zebra crossing"})
     hits = (await memory.ok("MEMORY.SEARCH", {"query": "zebra"})).hits
     assert [hit.memory.content for hit in hits] == ["a zebra crossing"]
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        {"content": 1, "summary": "nul\x00here"},
+        {"content": 1, "key": "k\x00"},
+        {"content": 1, "tags": ["t\x00"]},
+        {"content": 1, "metadata": {"note": "nul\x00here"}},
+        {"content": 1, "metadata": {"nul\x00key": 1}},
+        {"content": 1, "source": "s\x00"},
+    ],
+)
+async def test_nul_outside_content_is_refused_on_every_store(
+    memory: MemoryHarness, draft: dict[str, Any]
+) -> None:
+    result = await memory.call("MEMORY.WRITE", {"memories": [draft]})
+    assert code_of(result) == ErrorCode.INVALID_INPUT
+    assert await memory.all_records() == []
+    filtered = await memory.call("MEMORY.QUERY", {"filter": {"namespace": "n\x00"}})
+    assert code_of(filtered) == ErrorCode.INVALID_INPUT
+    searched = await memory.call("MEMORY.SEARCH", {"query": "x", "filter": {"source": "\x00"}})
+    assert code_of(searched) == ErrorCode.INVALID_INPUT
+
+
+async def test_the_first_page_cursor_works_on_a_store_opened_lazily(
+    memory: MemoryHarness, store_kind: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    # A second, never-opened store on the same data: its first call is a QUERY, so the cursor
+    # key must be loaded before the first cursor is signed.
+    await memory.write(*({"content": n} for n in range(3)))
+    from ditto import create_ditto
+    from workers.memory import InProcessMemoryStore, SqliteMemoryStore, create_memory_worker
+
+    if store_kind == "inprocess":
+        lazy: Any = InProcessMemoryStore()  # nothing persistent: the same rule, trivially
+        await lazy.write([msgspec.convert({"content": n}, MemoryDraft) for n in range(3)], "create")
+    elif store_kind == "sqlite":
+        lazy = SqliteMemoryStore(tmp_path / "memory.sqlite")
+    else:
+        from workers.memory.stores.postgres import PostgresMemoryStore
+
+        space = request.getfixturevalue("postgres_space")
+        lazy = PostgresMemoryStore.from_url(space.url, schema=space.schema)
+    try:
+        async with create_ditto(workers=[create_memory_worker(lazy)]) as runtime:
+            first = (await runtime.invoke("MEMORY.QUERY", {"limit": 2})).unwrap()
+            second = await runtime.invoke("MEMORY.QUERY", {"limit": 2, "cursor": first.next_cursor})
+        assert second.ok, second.error
+        assert len(first.items) + len(second.unwrap().items) == 3
+    finally:
+        await lazy.aclose()

@@ -8,7 +8,7 @@ import pytest
 
 from ditto import create_ditto
 from tests.services import PostgresSpace
-from workers.memory import MemoryDraft, MemoryFilter, OrderBy, create_memory_worker
+from workers.memory import MemoryDraft, MemoryFilter, MemoryPatch, OrderBy, create_memory_worker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -123,3 +123,93 @@ async def test_two_stores_opening_at_once_migrate_once(postgres_space: PostgresS
 def test_a_bad_schema_name_is_refused() -> None:
     with pytest.raises(Exception, match="schema must match"):
         PostgresMemoryStore.from_url("postgresql://x@localhost/db", schema='x"; DROP TABLE y; --')
+
+
+async def test_an_upsert_never_overwrites_a_concurrent_update(
+    postgres_space: PostgresSpace,
+) -> None:
+    import anyio
+
+    read_done = anyio.Event()
+
+    class SlowUpsert(PostgresMemoryStore):
+        async def _replace(self, connection: Any, item: Any) -> None:
+            if item.content == "upserted":
+                read_done.set()
+                await anyio.sleep(0.2)  # the record is read and locked; an UPDATE arrives now
+            await super()._replace(connection, item)
+
+    store = SlowUpsert.from_url(postgres_space.url, schema=postgres_space.schema)
+    try:
+        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+            (item,) = (
+                (
+                    await runtime.invoke(
+                        "MEMORY.WRITE", {"memories": [{"key": "k", "content": "v1"}]}
+                    )
+                )
+                .unwrap()
+                .items
+            )
+            results: dict[str, Any] = {}
+
+            async def upsert() -> None:
+                results["upsert"] = await runtime.invoke(
+                    "MEMORY.WRITE",
+                    {"memories": [{"key": "k", "content": "upserted"}], "mode": "upsert"},
+                )
+
+            async def update() -> None:
+                await read_done.wait()
+                results["update"] = await runtime.invoke(
+                    "MEMORY.UPDATE", {"updates": [{"id": item.id, "tags": ["from-update"]}]}
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(upsert)
+                group.start_soon(update)
+            final = (await runtime.invoke("MEMORY.GET", {"ids": [item.id]})).unwrap().items[0]
+    finally:
+        await store.aclose()
+    assert results["upsert"].ok
+    assert results["update"].ok
+    assert (final.content, final.tags, final.version) == ("upserted", ["from-update"], 3)
+
+
+async def test_usage_pending_when_a_write_fails_is_not_lost(postgres_space: PostgresSpace) -> None:
+    import time
+
+    async with PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema) as s:
+        (item,) = await s.write([MemoryDraft(content="espresso")], "create")
+        s._usage_applied_at = time.monotonic() + 60  # keep both uses pending (white-box)
+        now = item.created_at
+        await s.record_usage([item.id], now)
+        await s.record_usage([item.id], now)
+        with pytest.raises(Exception, match="no record"):
+            await s.update([MemoryPatch(id="missing", content=1)])
+        await s.flush()
+        (stored,) = await s.get([item.id], [], "default")
+    assert stored.usage_count == 2
+
+
+async def test_concurrent_first_calls_open_one_pool(postgres_space: PostgresSpace) -> None:
+    import anyio
+
+    from workers.memory.stores.postgres import PoolRecipe
+
+    created: list[object] = []
+
+    class CountingRecipe(PoolRecipe):
+        async def create(self) -> Any:
+            pool = await super().create()
+            created.append(pool)
+            return pool
+
+    store = PostgresMemoryStore(CountingRecipe(postgres_space.url), schema=postgres_space.schema)
+    try:
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(store.get, ["x"], [], "default")
+    finally:
+        await store.aclose()
+    assert len(created) == 1

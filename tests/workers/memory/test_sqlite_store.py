@@ -204,3 +204,11 @@ async def test_operations_open_the_store_lazily_and_close_is_final(tmp_path: Pat
     await store.aclose()
     with pytest.raises(MemoryStoreError, match="closed"):
         await store.query(ALL, OrderBy(), 10, None)
+
+
+def test_metadata_filter_keys_built_in_python_are_checked() -> None:
+    from workers.memory.stores.sqlite_sql import where_clause
+
+    hostile = MemoryFilter(metadata={"x\"') IS NULL OR 1=1 OR json_type(m.metadata, '$.\"x": None})
+    with pytest.raises(MemoryStoreError, match="metadata filter keys"):
+        where_clause(hostile)

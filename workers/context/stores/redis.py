@@ -43,6 +43,14 @@ return 1
 JSON, TTL in ms. Returns 1 when written, 0 on a version mismatch."""
 
 
+def _response_error(exc: redis_errors.ResponseError) -> ContextError:
+    """WRONGTYPE (a key this store did not write) is invalid state; anything else the server
+    refuses with (READONLY after a failover, OOM, LOADING, NOPERM) is an outage."""
+    if "WRONGTYPE" in str(exc):
+        return ContextError(ContextErrorCode.INVALID_STATE, "the stored context state is invalid")
+    return _unavailable()
+
+
 def _unavailable() -> ContextError:
     # Never the driver's text: it can carry the host and, with some URLs, credentials.
     return ContextError(
@@ -93,10 +101,8 @@ class RedisContextStore(ContextStateStore):
     async def get(self, scope: ContextScope) -> StoredContext | None:
         try:
             version, raw = await self.client.hmget(self.redis_key(scope), ["version", "context"])
-        except redis_errors.ResponseError:  # e.g. WRONGTYPE: not a state this store wrote
-            raise ContextError(
-                ContextErrorCode.INVALID_STATE, "the stored context state is invalid"
-            ) from None
+        except redis_errors.ResponseError as exc:
+            raise _response_error(exc) from None
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
             raise _unavailable() from None
         if version is None and raw is None:
@@ -119,10 +125,8 @@ class RedisContextStore(ContextStateStore):
         ]
         try:
             written = await self._cas(keys=[self.redis_key(scope)], args=arguments)
-        except redis_errors.ResponseError:
-            raise ContextError(
-                ContextErrorCode.INVALID_STATE, "the stored context state is invalid"
-            ) from None
+        except redis_errors.ResponseError as exc:
+            raise _response_error(exc) from None
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
             raise _unavailable() from None
         if written == 0:

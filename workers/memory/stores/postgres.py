@@ -22,6 +22,7 @@ Every node behaves exactly as on SQLite (the same conformance suite runs on both
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -150,6 +151,7 @@ class PostgresMemoryStore(MemoryStore):
         self._opened = False
         self._pending_usage: dict[str, tuple[int, int]] = {}
         self._usage_applied_at = 0.0
+        self._open_lock = asyncio.Lock()
 
     @classmethod
     def from_url(
@@ -176,13 +178,18 @@ class PostgresMemoryStore(MemoryStore):
     # ----------------------------------------------------------------- lifecycle
 
     async def open(self) -> None:
+        """Create the pool (``from_url``) and migrate the schema. Idempotent and safe to call
+        concurrently: one caller opens, the others wait for it."""
         if self._opened:
             return
-        async with _translated():
+        async with self._open_lock:
             if self._pool is None and self._recipe is not None:
-                self._pool = await self._recipe.create()
-            await self._migrate()
-        self._opened = True
+                async with _translated():
+                    self._pool = await self._recipe.create()
+            if not self._opened:  # another caller may have opened it while this one waited
+                async with _translated():
+                    await self._migrate()
+                self._opened = True
 
     async def _migrate(self) -> None:
         s = self._s
@@ -227,12 +234,14 @@ class PostgresMemoryStore(MemoryStore):
             )
 
     async def aclose(self) -> None:
-        if self._pending_usage and self._pool is not None:
-            await self.flush()
-        if self._recipe is not None and self._pool is not None:
-            await self._pool.close()
-            self._pool = None
-        self._opened = False
+        try:
+            if self._pending_usage and self._pool is not None:
+                await self.flush()
+        finally:
+            if self._recipe is not None and self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+            self._opened = False
 
     async def _ready(self) -> None:
         if not self._opened:
@@ -298,34 +307,48 @@ class PostgresMemoryStore(MemoryStore):
     async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
         await self._ready()
         now = now_from(self._clock)
-        s = self._s
         keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
-        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+        async with _translated(), self.pool.acquire() as connection:
+            # Pending usage first, in its own statement: a failing batch must not lose it.
             await self._apply_usage(connection)
-            if keyed:
-                await connection.execute(
-                    "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
-                    [_lock_id(self.schema, namespace, key) for namespace, key in keyed],
-                )
-            existing: dict[tuple[str, str], MemoryItem] = {}
-            if keyed:
-                rows = await connection.fetch(
-                    f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
-                    "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
-                    "AND m.key = wanted.key",
-                    [namespace for namespace, _ in keyed],
-                    [key for _, key in keyed],
-                )
-                for row in rows:
-                    item = row_to_item(row)
-                    existing[(item.namespace, item.key or "")] = item
-            steps = plan_writes(drafts, mode, existing, now)
-            inserts = [item_values(step.item) for step in steps if step.action == "insert"]
-            if inserts:
-                await self._insert(connection, inserts)
-            for step in steps:
-                if step.action == "replace":
-                    await self._replace(connection, step.item)
+            async with connection.transaction():
+                return await self._write_batch(connection, drafts, mode, now, keyed)
+
+    async def _write_batch(
+        self,
+        connection: Connection,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        now: datetime,
+        keyed: list[tuple[str, str]],
+    ) -> list[MemoryItem]:
+        s = self._s
+        if keyed:
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
+                [_lock_id(self.schema, namespace, key) for namespace, key in keyed],
+            )
+        existing: dict[tuple[str, str], MemoryItem] = {}
+        if keyed:
+            # FOR UPDATE: a concurrent MEMORY.UPDATE of the same record must wait, not be
+            # overwritten by the upsert that read the record before it.
+            rows = await connection.fetch(
+                f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
+                "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
+                "AND m.key = wanted.key FOR UPDATE OF m",
+                [namespace for namespace, _ in keyed],
+                [key for _, key in keyed],
+            )
+            for row in rows:
+                item = row_to_item(row)
+                existing[(item.namespace, item.key or "")] = item
+        steps = plan_writes(drafts, mode, existing, now)
+        inserts = [item_values(step.item) for step in steps if step.action == "insert"]
+        if inserts:
+            await self._insert(connection, inserts)
+        for step in steps:
+            if step.action == "replace":
+                await self._replace(connection, step.item)
         return [step.item for step in steps]
 
     async def _insert(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -356,20 +379,30 @@ class PostgresMemoryStore(MemoryStore):
         await self._ready()
         now = now_from(self._clock)
         ids = [patch.id for patch in patches]
-        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+        async with _translated(), self.pool.acquire() as connection:
             await self._apply_usage(connection)
-            rows = await connection.fetch(
-                f"SELECT {columns()} FROM {records(self._s)} WHERE m.id = ANY($1::text[]) "
-                "ORDER BY m.id FOR UPDATE OF m",
-                ids,
-            )
-            stored = {row["id"]: row_to_item(row) for row in rows}
-            missing = [item_id for item_id in ids if item_id not in stored]
-            if missing:
-                raise not_found(f"no record with id {missing[0]!r}")
-            updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
-            for item in updated:
-                await self._replace(connection, item)
+            async with connection.transaction():
+                return await self._update_batch(connection, patches, ids, now)
+
+    async def _update_batch(
+        self,
+        connection: Connection,
+        patches: Sequence[MemoryPatch],
+        ids: list[str],
+        now: datetime,
+    ) -> list[MemoryItem]:
+        rows = await connection.fetch(
+            f"SELECT {columns()} FROM {records(self._s)} WHERE m.id = ANY($1::text[]) "
+            "ORDER BY m.id FOR UPDATE OF m",
+            ids,
+        )
+        stored = {row["id"]: row_to_item(row) for row in rows}
+        missing = [item_id for item_id in ids if item_id not in stored]
+        if missing:
+            raise not_found(f"no record with id {missing[0]!r}")
+        updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
+        for item in updated:
+            await self._replace(connection, item)
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:

@@ -211,23 +211,27 @@ class SqliteMemoryStore(MemoryStore):
         connection = self._connection()
         with self._usage_lock:
             usage, self._pending_usage = self._pending_usage, {}
-        connection.execute("BEGIN IMMEDIATE")
         try:
-            if usage:
-                connection.executemany(
-                    "UPDATE memories SET usage_count = usage_count + ?, "
-                    "last_used_at = max(coalesce(last_used_at, ?), ?) WHERE id = ?",
-                    [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
-                )
-            result = function(connection, *args)
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                if usage:
+                    connection.executemany(
+                        "UPDATE memories SET usage_count = usage_count + ?, "
+                        "last_used_at = max(coalesce(last_used_at, ?), ?) WHERE id = ?",
+                        [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
+                    )
+                result = function(connection, *args)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
         except BaseException:
-            connection.execute("ROLLBACK")
             with self._usage_lock:  # the counters were not stored: keep them for next time
                 for item_id, (count, at) in usage.items():
                     pending = self._pending_usage.get(item_id, (0, at))
                     self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
             raise
-        connection.execute("COMMIT")
         return result
 
     # ----------------------------------------------------------------- reads

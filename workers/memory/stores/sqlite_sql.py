@@ -5,6 +5,7 @@ keys (``^[A-Za-z0-9_:-]+$``)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import msgspec
 
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.errors import MemoryStoreError
 from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
 
@@ -117,21 +119,27 @@ def where_clause(filter: MemoryFilter) -> tuple[str, list[Any]]:
     return (" AND ".join(parts) or "1"), params
 
 
+_METADATA_KEY = re.compile(r"^[A-Za-z0-9_:\-]{1,128}$")
+
+
 def _metadata_equals(name: str, expected: object) -> tuple[str, list[Any]]:
-    path = f'$."{name}"'  # name matches ^[A-Za-z0-9_:-]+$ (validated by the contract)
+    # The contract validates keys, but a filter built in Python skips that: check again, and
+    # bind the JSON path as a parameter anyway, so nothing from a filter is ever SQL.
+    if not _METADATA_KEY.fullmatch(name):
+        raise MemoryStoreError("metadata filter keys must match ^[A-Za-z0-9_:-]{1,128}$")
+    path = f'$."{name}"'
     if expected is None:
-        return f"json_type(m.metadata, '{path}') = 'null'", []
+        return "json_type(m.metadata, ?) = 'null'", [path]
     if isinstance(expected, bool):
-        return f"json_type(m.metadata, '{path}') = '{'true' if expected else 'false'}'", []
+        return "json_type(m.metadata, ?) = ?", [path, "true" if expected else "false"]
     if isinstance(expected, int | float):
         return (
-            f"json_type(m.metadata, '{path}') IN ('integer', 'real') "
-            f"AND json_extract(m.metadata, '{path}') = ?",
-            [expected],
+            "json_type(m.metadata, ?) IN ('integer', 'real') AND json_extract(m.metadata, ?) = ?",
+            [path, path, expected],
         )
     return (
-        f"json_type(m.metadata, '{path}') = 'text' AND json_extract(m.metadata, '{path}') = ?",
-        [expected],
+        "json_type(m.metadata, ?) = 'text' AND json_extract(m.metadata, ?) = ?",
+        [path, path, expected],
     )
 
 
