@@ -188,10 +188,17 @@ class PostgresMemoryStore(MemoryStore):
                     self._pool = await self._recipe.create()
             if not self._opened:  # another caller may have opened it while this one waited
                 async with _translated():
-                    await self._migrate()
+                    await self.setup()
                 self._opened = True
 
-    async def _migrate(self) -> None:
+    async def setup(self) -> None:
+        """Apply the versioned migrations the schema lacks, in one transaction under an advisory
+        lock (two processes starting at once do not race), and load the cursor key.
+        :meth:`open` calls it.
+
+        Raises:
+            MemoryStoreError: The schema was written by a newer version of Ditto.
+        """
         s = self._s
         async with self.pool.acquire() as connection, connection.transaction():
             await connection.execute(
