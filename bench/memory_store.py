@@ -46,16 +46,14 @@ from workers.memory import MemoryDraft, MemoryFilter, SqliteMemoryStore, create_
 from workers.memory.records import new_item, utc_now
 from workers.memory.search.text import query_words
 from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
-from workers.memory.stores.sqlite_sql import COLUMNS, connect, fts_row, item_row
+from workers.memory.stores.sqlite_sql import COLUMNS, INSERT_COLUMNS, connect, fts_row, item_row
 
 BATCH = 1_000
 SINGLE_WRITES = 500
 POINT_READS = 2_000
 PAGES = 300
 INSERT = (
-    "INSERT INTO memories (id, namespace, key, content, summary, category, tags, metadata, "
-    "source, created_at, updated_at, version, usage_count, last_used_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 FTS_INSERT = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
 

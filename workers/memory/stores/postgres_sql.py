@@ -10,11 +10,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.records import canonical_json, content_text, to_micros
+from workers.memory.stores.rows import record_values
 
 __all__ = (
     "MIGRATIONS",
@@ -114,10 +113,6 @@ def records(s: str) -> str:
     return f"{s}.memories m LEFT JOIN {s}.memory_usage u ON u.id = m.id"
 
 
-_decode = msgspec.json.decode
-_encode = msgspec.json.encode
-
-
 def search_text(item: MemoryItem) -> str:
     # PostgreSQL text cannot hold NUL; the search text only feeds the index.
     return " ".join(filter(None, (item.key, item.summary, content_text(item.content)))).replace(
@@ -128,21 +123,7 @@ def search_text(item: MemoryItem) -> str:
 def item_values(item: MemoryItem) -> tuple[Any, ...]:
     """Values for the ``COLUMN_NAMES`` columns plus ``search_text``, in that order (a new
     record has no usage row yet)."""
-    return (
-        item.id,
-        item.key,
-        item.namespace,
-        _encode(item.content).decode(),
-        item.summary,
-        item.category,
-        _encode(item.tags).decode(),
-        _encode(item.metadata).decode(),
-        item.source,
-        to_micros(item.created_at),
-        to_micros(item.updated_at),
-        item.version,
-        search_text(item),
-    )
+    return (*record_values(item), search_text(item))
 
 
 class Params:

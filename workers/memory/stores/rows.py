@@ -13,11 +13,30 @@ from typing import Any
 import msgspec
 
 from workers.memory.contracts import MemoryItem
-from workers.memory.records import from_micros
+from workers.memory.records import from_micros, to_micros
 
-__all__ = ("row_to_item",)
+__all__ = ("record_values", "row_to_item")
 
 _decode = msgspec.json.decode
+_encode = msgspec.json.encode
+
+
+def record_values(item: MemoryItem) -> tuple[Any, ...]:
+    """A record's stored values in the order above, without the usage counters."""
+    return (
+        item.id,
+        item.key,
+        item.namespace,
+        _encode(item.content).decode(),
+        item.summary,
+        item.category,
+        _encode(item.tags).decode(),
+        _encode(item.metadata).decode(),
+        item.source,
+        to_micros(item.created_at),
+        to_micros(item.updated_at),
+        item.version,
+    )
 
 
 def row_to_item(row: Any) -> MemoryItem:

@@ -55,6 +55,7 @@ from workers.memory.stores.sqlite_schema import migrate, read_cursor_secret
 from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
 from workers.memory.stores.sqlite_sql import (
     COLUMNS,
+    INSERT_COLUMNS,
     connect,
     fts_row,
     item_row,
@@ -74,9 +75,7 @@ T = TypeVar("T")
 _CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
 _USAGE_DELAY = 0.05
 _INSERT = (
-    "INSERT INTO memories (id, namespace, key, content, summary, category, tags, metadata, "
-    "source, created_at, updated_at, version, usage_count, last_used_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "

@@ -10,21 +10,26 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
+from workers.memory.stores.rows import record_values
 
 __all__ = (
     "COLUMNS",
+    "INSERT_COLUMNS",
     "connect",
     "fts_row",
     "item_row",
     "match_expression",
     "order_clause",
     "where_clause",
+)
+
+INSERT_COLUMNS = (
+    "id, key, namespace, content, summary, category, tags, metadata, source, created_at, "
+    "updated_at, version, usage_count, last_used_at"
 )
 
 COLUMNS = (
@@ -39,29 +44,11 @@ ORDER_EXPRESSIONS = {
     "last_used_at": "coalesce(m.last_used_at, -1)",
 }
 
-_decode = msgspec.json.decode
-_encode = msgspec.json.encode
-
 
 def item_row(item: MemoryItem) -> tuple[Any, ...]:
-    """Values for ``INSERT INTO memories (id, namespace, key, content, summary, category, tags,
-    metadata, source, created_at, updated_at, version, usage_count, last_used_at)``."""
-    return (
-        item.id,
-        item.namespace,
-        item.key,
-        _encode(item.content).decode(),
-        item.summary,
-        item.category,
-        _encode(item.tags).decode(),
-        _encode(item.metadata).decode(),
-        item.source,
-        to_micros(item.created_at),
-        to_micros(item.updated_at),
-        item.version,
-        item.usage_count,
-        None if item.last_used_at is None else to_micros(item.last_used_at),
-    )
+    """Values for ``INSERT_COLUMNS``."""
+    last_used = None if item.last_used_at is None else to_micros(item.last_used_at)
+    return (*record_values(item), item.usage_count, last_used)
 
 
 def fts_row(item: MemoryItem) -> tuple[str, str, str]:
