@@ -1,22 +1,23 @@
 """``ditto``: the command line entry point.
 
-Exit codes: 0 success, 1 the demo ran but something in it did not behave, 2 usage or
-configuration error.
+Exit codes: 0 success; 1 nothing found (``memory get``/``search``) or the demo misbehaved;
+2 usage or configuration error.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 import ditto
+from ditto.cli.memory import memory_app
+from ditto.cli.output import config_error, console, errors
 from ditto.config import load_config, redact_url, resolve_config_path
 from ditto.config.settings import Settings
 from ditto.errors import ConfigError
@@ -32,11 +33,7 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
-
-console = Console()
-errors = Console(stderr=True)
-
-EXIT_USAGE = 2
+app.add_typer(memory_app, name="memory")
 
 
 def _version(value: bool) -> None:
@@ -67,7 +64,7 @@ def config_check(
     try:
         settings = load_config(path)
     except ConfigError as exc:
-        _config_error(exc)
+        config_error(exc)
     source = resolve_config_path(path, _environ())
     effective = _effective(settings)
     if as_json:
@@ -97,7 +94,7 @@ def demo(
     try:
         settings = load_config(config)
     except ConfigError as exc:
-        _config_error(exc)
+        config_error(exc)
     result = anyio.run(run_demo, topic, settings)
     table = Table(title=f"graph {result.graph_id!r}  run {result.run_id}")
     for column, width in (("task", 9), ("node", 18), ("status", 7), ("ms", 5)):
@@ -162,13 +159,6 @@ def _memory_location(settings: Settings) -> str:
     if memory.backend == "postgres":
         return f"{redact_url(memory.postgres_url)} (schema {memory.postgres_schema})"
     return f"{memory.backend} store"
-
-
-def _config_error(exc: ConfigError) -> NoReturn:
-    errors.print("[red]invalid configuration:[/red]", highlight=False)
-    for problem in exc.message.split("; "):
-        errors.print(f"  {escape(problem)}", highlight=False)
-    raise typer.Exit(EXIT_USAGE)
 
 
 def _environ() -> dict[str, str]:

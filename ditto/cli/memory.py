@@ -1,0 +1,245 @@
+"""``ditto memory``: look at the memory store ``ditto.yaml`` configures.
+
+Every command opens the configured store through :func:`ditto.bootstrap.open_runtime` and goes
+through the MEMORY nodes, so the CLI sees exactly what an application sees. Rich tables by
+default, ``--json`` for scripts. Exit codes: 0 ok, 1 nothing found (``get``, ``search``),
+2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ditto.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
+from ditto.config import Settings
+
+__all__ = ("memory_app",)
+
+memory_app = typer.Typer(help="Inspect the configured memory store.", no_args_is_help=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="ditto.yaml (default: $DITTO_CONFIG or ./ditto.yaml)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+NamespaceOption = Annotated[str | None, typer.Option(help="Only this namespace.")]
+_PREVIEW = 60
+
+
+def _call(settings: Settings, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """Run MEMORY calls on a runtime over the configured store; the outputs, in order."""
+    import anyio
+
+    from ditto.bootstrap import open_runtime
+
+    async def run() -> list[Any]:
+        async with open_runtime(settings) as runtime:
+            outputs = []
+            for node, payload in calls:
+                result = await runtime.invoke(node, payload)
+                if not result.ok:
+                    assert result.error is not None
+                    errors.print(f"[red]{result.error.code}:[/red] {escape(result.error.message)}")
+                    raise typer.Exit(EXIT_NOT_FOUND if result.error.code == "NOT_FOUND" else 2)
+                outputs.append(result.output)
+            return outputs
+
+    return anyio.run(run)
+
+
+def _preview(item: Any) -> str:
+    from workers.memory.records import content_text
+
+    text = " ".join((item.summary or content_text(item.content)).split())
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _records_table(items: list[Any], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("key / id", "namespace", "category", "tags", "updated", "uses", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for item in items:
+        table.add_row(
+            escape(item.key or item.id),
+            escape(item.namespace),
+            escape(item.category),
+            escape(", ".join(item.tags)),
+            f"{item.updated_at:%Y-%m-%d %H:%M}",
+            str(item.usage_count),
+            escape(_preview(item)),
+        )
+    return table
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(msgspec.json.encode(value).decode())
+
+
+@memory_app.command("list")
+def list_records(
+    namespace: NamespaceOption = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Records with any of these tags.")] = None,
+    key_prefix: Annotated[str | None, typer.Option(help="Keys starting with this.")] = None,
+    order: Annotated[
+        str, typer.Option(help="created_at, updated_at, last_used_at or usage_count.")
+    ] = "created_at",
+    desc: Annotated[bool, typer.Option("--desc", help="Newest / largest first.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Records per page.")] = 20,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """List records, filtered and paged (the cursor of the next page is printed)."""
+    filter: dict[str, Any] = {}
+    for name, value in (
+        ("namespace", namespace),
+        ("category", category),
+        ("key_prefix", key_prefix),
+    ):
+        if value is not None:
+            filter[name] = value
+    if tag:
+        filter["tags_any"] = tag
+    request: dict[str, Any] = {
+        "filter": filter,
+        "limit": limit,
+        "order_by": {"field": order, "direction": "desc" if desc else "asc"},
+    }
+    if cursor:
+        request["cursor"] = cursor
+    (page,) = _call(settings_or_exit(config), [("MEMORY.QUERY", request)])
+    if as_json:
+        _print_json(page)
+        return
+    console.print(_records_table(page.items, f"{len(page.items)} records"))
+    if page.next_cursor:
+        console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
+
+
+@memory_app.command("get")
+def get_records(
+    refs: Annotated[list[str], typer.Argument(help="Record ids or keys.", metavar="ID_OR_KEY...")],
+    namespace: Annotated[str, typer.Option(help="Namespace the keys are in.")] = "default",
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Show records by id or key (exit 1 when none is found)."""
+    (found,) = _call(
+        settings_or_exit(config),
+        [("MEMORY.GET", {"ids": refs, "keys": refs, "namespace": namespace})],
+    )
+    if as_json:
+        _print_json(found)
+    else:
+        for item in found.items:
+            console.print_json(msgspec.json.encode(item).decode())
+    if not found.items:
+        errors.print("no record found")
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+@memory_app.command("search")
+def search_records(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    namespace: NamespaceOption = None,
+    strategy: Annotated[
+        str | None, typer.Option(help="Search strategy (default: the store's).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most hits.")] = 10,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Search records (exit 1 when nothing matches). Hits count as uses of the records."""
+    request: dict[str, Any] = {"query": query, "limit": limit}
+    if namespace is not None:
+        request["filter"] = {"namespace": namespace}
+    if strategy is not None:
+        request["strategy"] = strategy
+    (output,) = _call(settings_or_exit(config), [("MEMORY.SEARCH", request)])
+    if as_json:
+        _print_json(output)
+    else:
+        console.print(_hits_table(output.hits))
+    if not output.hits:
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+def _hits_table(hits: list[Any]) -> Table:
+    table = Table(title=f"{len(hits)} hits")
+    for column in ("score", "key / id", "namespace", "uses", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for hit in hits:
+        item = hit.memory
+        score = "-" if hit.score is None else f"{hit.score:.4g}"
+        table.add_row(
+            score,
+            escape(item.key or item.id),
+            escape(item.namespace),
+            str(item.usage_count),
+            escape(_preview(item)),
+        )
+    return table
+
+
+@memory_app.command("stats")
+def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
+    """Counts per namespace and category, oldest and newest record, and the store's size."""
+    settings = settings_or_exit(config)
+    items: list[Any] = []
+    cursor = None
+    while True:  # page through everything, as any application could
+        request: dict[str, Any] = {"limit": 10_000}
+        if cursor:
+            request["cursor"] = cursor
+        (page,) = _call(settings, [("MEMORY.QUERY", request)])
+        items.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    counts = Counter((item.namespace, item.category) for item in items)
+    created = [item.created_at for item in items]
+    groups = [
+        {"namespace": ns, "category": category, "records": count}
+        for (ns, category), count in sorted(counts.items())
+    ]
+    report: dict[str, Any] = {
+        "backend": settings.workers.memory.backend,
+        "records": len(items),
+        "by_namespace_category": groups,
+        "oldest": _iso(min(created)) if created else None,
+        "newest": _iso(max(created)) if created else None,
+        "size_bytes": _size(settings),
+    }
+    if as_json:
+        _print_json(report)
+        return
+    table = Table(title=f"{report['records']} records ({report['backend']})")
+    for column in ("namespace", "category", "records"):
+        table.add_column(column)
+    for row in groups:
+        table.add_row(escape(row["namespace"]), escape(row["category"]), str(row["records"]))
+    console.print(table)
+    size = "n/a" if report["size_bytes"] is None else f"{report['size_bytes']} bytes"
+    console.print(f"oldest: {report['oldest']}  newest: {report['newest']}  size: {size}")
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+def _size(settings: Settings) -> int | None:
+    memory = settings.workers.memory
+    if memory.backend != "sqlite":
+        return None
+    path = Path(memory.sqlite_path)
+    files = [path, path.with_name(path.name + "-wal")]
+    return sum(file.stat().st_size for file in files if file.exists())

@@ -1,0 +1,122 @@
+"""``ditto memory``: the configured store seen from the command line (real entry point)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import run_cli
+from workers.memory import MemoryDraft, SqliteMemoryStore
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    """A ditto.yaml whose SQLite memory file holds a few records."""
+    import anyio
+
+    database = tmp_path / "cli-memory.sqlite"
+    config = tmp_path / "ditto.yaml"
+    config.write_text(f"workers:\n  memory:\n    sqlite_path: '{database}'\n")
+
+    async def seed() -> None:
+        async with SqliteMemoryStore(database) as store:
+            await store.write(
+                [
+                    MemoryDraft(
+                        content="espresso machine is broken",
+                        key="note:1",
+                        namespace="ops",
+                        tags=["kitchen"],
+                    ),
+                    MemoryDraft(
+                        content="tea is fine", key="note:2", namespace="ops", category="daily"
+                    ),
+                    MemoryDraft(content={"language": "zh-CN"}, key="pref:lang", namespace="alice"),
+                ],
+                "create",
+            )
+
+    anyio.run(seed)
+    return config
+
+
+def test_stats_counts_per_namespace_and_category(seeded: Path) -> None:
+    completed = run_cli("memory", "stats", "--json", "--config", str(seeded))
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["records"] == 3
+    assert report["backend"] == "sqlite"
+    assert report["by_namespace_category"] == [
+        {"namespace": "alice", "category": "core", "records": 1},
+        {"namespace": "ops", "category": "core", "records": 1},
+        {"namespace": "ops", "category": "daily", "records": 1},
+    ]
+    assert report["size_bytes"] > 0
+    assert report["oldest"] <= report["newest"]
+    table = run_cli("memory", "stats", "--config", str(seeded))
+    assert "3 records (sqlite)" in table.stdout
+
+
+def test_list_filters_and_pages(seeded: Path) -> None:
+    first = run_cli(
+        "memory", "list", "--namespace", "ops", "--limit", "1", "--json", "--config", str(seeded)
+    )
+    assert first.returncode == 0, first.stderr
+    page = json.loads(first.stdout)
+    assert len(page["items"]) == 1
+    second = run_cli(
+        "memory",
+        "list",
+        "--namespace",
+        "ops",
+        "--limit",
+        "1",
+        "--json",
+        "--cursor",
+        page["next_cursor"],
+        "--config",
+        str(seeded),
+    )
+    keys = {page["items"][0]["key"], json.loads(second.stdout)["items"][0]["key"]}
+    assert keys == {"note:1", "note:2"}
+    tagged = run_cli("memory", "list", "--tag", "kitchen", "--json", "--config", str(seeded))
+    assert [item["key"] for item in json.loads(tagged.stdout)["items"]] == ["note:1"]
+    table = run_cli("memory", "list", "--config", str(seeded))
+    assert "3 records" in table.stdout
+
+
+def test_get_by_key_or_id_and_exit_1_when_missing(seeded: Path) -> None:
+    found = run_cli(
+        "memory", "get", "pref:lang", "--namespace", "alice", "--json", "--config", str(seeded)
+    )
+    assert found.returncode == 0, found.stderr
+    (item,) = json.loads(found.stdout)["items"]
+    by_id = run_cli("memory", "get", item["id"], "--json", "--config", str(seeded))
+    assert json.loads(by_id.stdout)["items"][0]["content"] == {"language": "zh-CN"}
+    missing = run_cli("memory", "get", "nope", "--config", str(seeded))
+    assert missing.returncode == 1
+    assert "no record found" in missing.stderr
+
+
+def test_search_ranks_hits_and_exit_1_when_nothing_matches(seeded: Path) -> None:
+    hits = run_cli(
+        "memory", "search", "is the espresso machine broken?", "--json", "--config", str(seeded)
+    )
+    assert hits.returncode == 0, hits.stderr
+    assert json.loads(hits.stdout)["hits"][0]["memory"]["key"] == "note:1"
+    nothing = run_cli("memory", "search", "zebra", "--config", str(seeded))
+    assert nothing.returncode == 1
+    bad = run_cli("memory", "search", "x", "--strategy", "vector-magic", "--config", str(seeded))
+    assert bad.returncode == 2
+    assert "INVALID_INPUT" in bad.stderr
+
+
+def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
+    assert run_cli("memory", "list", "--limit", "0").returncode == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workers:\n  memory:\n    backend: floppy\n")
+    completed = run_cli("memory", "stats", "--config", str(bad))
+    assert completed.returncode == 2
+    assert "workers.memory.backend" in completed.stderr
