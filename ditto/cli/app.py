@@ -74,7 +74,7 @@ def config_check(
     table.add_column("key")
     table.add_column("value")
     for key, value in _flatten(effective):
-        table.add_row(key, "null" if value is None else str(value))
+        table.add_row(escape(key), "null" if value is None else escape(str(value)))
     console.print(table)
 
 

@@ -3,7 +3,7 @@
 Every command opens the configured store through :func:`ditto.bootstrap.open_runtime` and goes
 through the MEMORY nodes, so the CLI sees exactly what an application sees. Rich tables by
 default, ``--json`` for scripts. Exit codes: 0 ok, 1 nothing found (``get``, ``search``),
-2 usage or configuration error.
+2 usage or configuration error, 3 the store failed or cannot be reached.
 """
 
 from __future__ import annotations
@@ -11,15 +11,23 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import msgspec
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ditto.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
+from ditto.cli.output import (
+    EXIT_NOT_FOUND,
+    EXIT_STORE,
+    EXIT_USAGE,
+    console,
+    errors,
+    settings_or_exit,
+)
 from ditto.config import Settings
+from ditto.errors import DittoError
 
 __all__ = ("memory_app",)
 
@@ -35,10 +43,19 @@ _PREVIEW = 60
 
 
 def _call(settings: Settings, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    """Run MEMORY calls on a runtime over the configured store; the outputs, in order."""
+    """Run MEMORY calls on a runtime over the configured store; the outputs, in order.
+
+    A refused input exits 2, a missing record 1, a failing or unreachable store 3 — each with
+    the error's code and safe message, never a traceback.
+    """
     import anyio
 
     from ditto.bootstrap import open_runtime
+
+    def fail(code: str, message: str) -> NoReturn:
+        errors.print(f"[red]{escape(code)}:[/red] {escape(message)}", highlight=False)
+        exit_code = {"NOT_FOUND": EXIT_NOT_FOUND, "INVALID_INPUT": EXIT_USAGE}.get(code, EXIT_STORE)
+        raise typer.Exit(exit_code)
 
     async def run() -> list[Any]:
         async with open_runtime(settings) as runtime:
@@ -47,12 +64,14 @@ def _call(settings: Settings, calls: list[tuple[str, dict[str, Any]]]) -> list[A
                 result = await runtime.invoke(node, payload)
                 if not result.ok:
                     assert result.error is not None
-                    errors.print(f"[red]{result.error.code}:[/red] {escape(result.error.message)}")
-                    raise typer.Exit(EXIT_NOT_FOUND if result.error.code == "NOT_FOUND" else 2)
+                    fail(result.error.code, result.error.message)
                 outputs.append(result.output)
             return outputs
 
-    return anyio.run(run)
+    try:
+        return anyio.run(run)
+    except DittoError as exc:  # the store could not be opened
+        fail(exc.code, exc.message)
 
 
 def _preview(item: Any) -> str:

@@ -14,6 +14,7 @@ from ditto.errors import ConfigError
 
 __all__ = (
     "EXIT_NOT_FOUND",
+    "EXIT_STORE",
     "EXIT_USAGE",
     "config_error",
     "console",
@@ -26,6 +27,7 @@ errors = Console(stderr=True)
 
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
+EXIT_STORE = 3
 
 
 def config_error(exc: ConfigError) -> NoReturn:

@@ -118,6 +118,8 @@ class _StrictLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise ConfigError(f"YAML merge keys are not allowed (line {line})")
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                raise ConfigError(f"keys must be plain strings (line {line})")
             if key in seen:
                 raise ConfigError(f"duplicate key {key!r} (line {line})")
             seen.add(key)

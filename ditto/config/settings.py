@@ -46,10 +46,14 @@ class RuntimeSettings(_Strict):
 def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:
     if value is None:
         return
-    parts = urlsplit(value.get_secret_value())
-    if parts.scheme not in schemes or not (parts.hostname or parts.path):
-        # Never echo the value: it may carry a password.
-        raise ValueError(f"{variable} must be a URL with scheme {' or '.join(schemes)}")
+    problem = f"{variable} must be a URL with scheme {' or '.join(schemes)}"
+    try:
+        parts = urlsplit(value.get_secret_value())
+        valid = parts.scheme in schemes and bool(parts.hostname or parts.path)
+    except ValueError:  # urlsplit's own message quotes the URL, password included
+        raise ValueError(problem) from None
+    if not valid:
+        raise ValueError(problem)  # never echo the value: it may carry a password
 
 
 class MemoryWorkerSettings(_Strict):
@@ -162,11 +166,17 @@ ENV_ONLY: dict[tuple[str, ...], str] = {
 
 
 def redact_url(secret: SecretStr | None) -> str | None:
-    """``scheme://host:port/path`` with any user name and password replaced by ``***``."""
+    """The URL with everything before its last ``@`` (user name and password) replaced by
+    ``***``, and without query or fragment.
+
+    Works on the raw text rather than ``urlsplit``, which takes an unencoded ``/``, ``?`` or
+    ``#`` inside a password for the end of the host part and would print the rest.
+    """
     if secret is None:
         return None
-    parts = urlsplit(secret.get_secret_value())
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    scheme, separator, rest = secret.get_secret_value().partition("://")
+    if not separator:
+        return "***"
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    return f"{scheme}://{rest.split('?', 1)[0].split('#', 1)[0]}"

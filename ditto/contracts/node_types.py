@@ -103,20 +103,20 @@ class NodeTypeRegistry(Mapping[str, NodeContract]):
     def __init__(self) -> None:
         self._contracts: dict[str, NodeContract] = {}
 
-    def add(self, contract: NodeContract) -> None:
-        """Register ``contract``.
-
-        Raises:
-            WorkerDefinitionError: The node type is registered with a different contract.
-        """
+    def check(self, contract: NodeContract) -> None:
+        """Raises:
+        WorkerDefinitionError: The node type is registered with a different contract."""
         existing = self._contracts.get(contract.node_type)
-        if existing is None:
-            self._contracts[contract.node_type] = contract
-        elif existing != contract:
+        if existing is not None and existing != contract:
             raise WorkerDefinitionError(
                 f"{contract.node_type} is already registered with another contract "
                 f"(input {existing.input_type!r}, output {existing.output_type!r})"
             )
+
+    def add(self, contract: NodeContract) -> None:
+        """Register ``contract`` (checked as by :meth:`check`)."""
+        self.check(contract)
+        self._contracts.setdefault(contract.node_type, contract)
 
     def __getitem__(self, node_type: str) -> NodeContract:
         return self._contracts[node_type]

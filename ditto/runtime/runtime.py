@@ -117,7 +117,9 @@ class Ditto:
             if replica_id in self._replicas:
                 raise WorkerDefinitionError(f"worker id {replica_id!r} is already registered")
         for bound in worker.nodes.values():
-            self._contracts.add(bound.contract)  # validates all before anything changes
+            self._contracts.check(bound.contract)  # every contract before anything changes
+        for bound in worker.nodes.values():
+            self._contracts.add(bound.contract)
         created = [Replica(replica_id, worker) for replica_id in ids]
         for replica in created:
             self._replicas[replica.id] = replica
@@ -378,24 +380,34 @@ class Ditto:
             WorkerCleanupError: One or more ``dispose`` callbacks failed; every failure is in
                 the group, not only the first.
         """
-        if self._closed is not None:
-            await self._closed.wait()
-            if self._close_error is not None:
+        pending = self._closed
+        if pending is not None:
+            await pending.wait()
+            if self._closed is not pending:  # that close() was cancelled before disposing
+                await self.close()
+            elif self._close_error is not None:
                 raise self._close_error
             return
         self._closing = True
-        self._closed = anyio.Event()
+        closed = self._closed = anyio.Event()
         try:
             if self._inflight:
                 self._drained = anyio.Event()
                 await self._drained.wait()
+        except BaseException:
+            # Cancelled while draining: nothing was disposed yet, so a later close() must
+            # start over instead of reporting success.
+            self._closed = None
+            closed.set()
+            raise
+        try:
             with anyio.CancelScope(shield=True):
                 failures = await _dispose_all(reversed(self._definitions))
             if failures:
                 self._close_error = WorkerCleanupError("worker cleanup failed", failures)
                 raise self._close_error
         finally:
-            self._closed.set()
+            closed.set()
 
 
 async def _dispose_all(definitions: Iterable[WorkerDefinition]) -> list[Exception]:

@@ -120,3 +120,20 @@ def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
     completed = run_cli("memory", "stats", "--config", str(bad))
     assert completed.returncode == 2
     assert "workers.memory.backend" in completed.stderr
+
+
+def test_an_unreachable_store_exits_3_with_a_safe_message(tmp_path: Path) -> None:
+    pytest.importorskip("asyncpg", reason="the postgres backend needs asyncpg")
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: postgres\n")
+    completed = run_cli(
+        "memory",
+        "stats",
+        "--config",
+        str(config),
+        env={"DITTO_WORKER_MEMORY_POSTGRES_URL": "postgresql://app:hunter2@127.0.0.1:1/db"},
+    )
+    assert completed.returncode == 3
+    assert "STORE_UNAVAILABLE" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert "hunter2" not in completed.stderr + completed.stdout

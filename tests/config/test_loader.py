@@ -149,3 +149,33 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValueError, match="frozen"):
         settings.runtime.timeout_ms = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:pa/ss@db.internal/prod",
+        "postgresql://app:Pw?Secret@db.internal/prod",
+        "postgresql://app:Pw#Secret@db.internal/prod",
+    ],
+)
+def test_passwords_with_url_delimiters_never_print(url: str) -> None:
+    from ditto.config import redact_url
+
+    settings = load_config(env={"DITTO_WORKER_MEMORY_POSTGRES_URL": url})
+    shown = redact_url(settings.workers.memory.postgres_url)
+    assert shown == "postgresql://***@db.internal/prod"
+
+
+def test_an_unparsable_url_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(
+            env={"DITTO_WORKER_MEMORY_POSTGRES_URL": "postgresql://app:Sup3r\uff03Secret@db/x"}
+        )
+    assert "Secret" not in str(raised.value)
+
+
+def test_non_string_keys_are_a_config_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "? [a, b]\n: 1\n")
+    with pytest.raises(ConfigError, match="plain strings"):
+        load_config(path, env={})

@@ -147,3 +147,35 @@ async def test_sync_dispose_is_supported() -> None:
     async with create_ditto(workers=[worker]):
         pass
     assert closed == [True]
+
+
+async def test_a_close_cancelled_while_draining_is_finished_by_the_next_close() -> None:
+    probe = Probe()
+    runtime = create_ditto(workers=[probe.worker()])
+    async with anyio.create_task_group() as group:
+        group.start_soon(runtime.invoke, "PROBE.WORK", work("slow", delay=0.3))
+        await anyio.sleep(0.02)
+        with anyio.move_on_after(0.05):
+            await runtime.close()
+        assert probe.disposed == 0  # nothing disposed under a running handler
+        await runtime.close()
+    assert probe.disposed == 1
+    assert probe.finished == ["slow"]
+
+
+async def test_a_refused_registration_leaves_nothing_behind() -> None:
+    async def a(request: int, ctx: NodeContext) -> int:
+        return request
+
+    async def b_int(request: int, ctx: NodeContext) -> int:
+        return request
+
+    async def b_str(request: str, ctx: NodeContext) -> str:
+        return request
+
+    async with create_ditto(workers=[define_worker("first", {"T.B": b_int})]) as runtime:
+        with pytest.raises(Exception, match="another contract"):
+            runtime.register(define_worker("clash", {"T.A": a, "T.B": b_str}))
+        assert "T.A" not in runtime.node_types
+        runtime.register(define_worker("fine", {"T.A": b_str}))  # T.A is still free
+        assert "T.A" in runtime.node_types

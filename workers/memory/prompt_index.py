@@ -36,6 +36,11 @@ async def render_index(
     await store.flush()
     filter = MemoryFilter(namespace=namespace)
     used = await store.query(filter, OrderBy("last_used_at", "desc"), max_entries, None)
+    # Most recently used first; among records last used at the same moment, most used first.
+    used.sort(
+        key=lambda item: (item.last_used_at is not None, item.last_used_at, item.usage_count),
+        reverse=True,
+    )
     lines: list[str] = []
     size = 0
     for item in used:
@@ -48,11 +53,16 @@ async def render_index(
     return "\n".join(lines)
 
 
+def _flat(text: str) -> str:
+    """One line: every run of whitespace (newlines included) becomes one space, so a stored
+    field can never start a line of its own in the agent's prompt."""
+    return " ".join(text.split())
+
+
 def _line(item: MemoryItem) -> str:
-    label = item.key or item.id
-    facets = "; ".join(filter(None, (item.category, ", ".join(item.tags))))
-    text = item.summary or content_text(item.content)
-    preview = " ".join(text.split())
+    label = _flat(item.key or item.id)
+    facets = _flat("; ".join(filter(None, (item.category, ", ".join(item.tags)))))
+    preview = _flat(item.summary or content_text(item.content))
     if len(preview) > _PREVIEW_CHARS:
         preview = preview[: _PREVIEW_CHARS - 1] + "…"
-    return f"- {label} [{item.namespace}] ({facets}) — {preview}"
+    return f"- {label} [{_flat(item.namespace)}] ({facets}) — {preview}"

@@ -82,34 +82,46 @@ def _check_items(items: object, what: str, *, unique: bool = True) -> list[Memor
     return items
 
 
-_FREE_TEXT = re.compile(r"^(query|(memories|updates)\[\d+\]\.content)$")
-"""Fields whose strings may hold any character: they travel as JSON, never as a bare column."""
+_FREE_TEXT = re.compile(r"^(query|(memories|updates)\[\d+\]\.content)(\W.*)?$")
+"""Fields whose strings may hold NUL: they travel as JSON, never as a bare column."""
 
 
-def _reject_nul(request: msgspec.Struct) -> None:
-    """Refuse NUL characters outside content: keys, names, tags, metadata and filters are stored
-    or compared as database text, which in PostgreSQL cannot hold them. Every store refuses
-    them alike, so behaviour never depends on the backend.
+def _check_text(request: msgspec.Struct) -> None:
+    """Refuse what some stores cannot keep: NUL characters outside content (keys, names, tags,
+    metadata and filters are database text, which in PostgreSQL cannot hold them) and lone
+    surrogates anywhere (not Unicode, so no store can encode them). Every store refuses them
+    alike, so behaviour never depends on the backend.
 
     Raises:
         MemoryStoreError: ``INVALID_INPUT`` naming the field.
     """
-    stack: list[tuple[str, Any]] = [("", msgspec.to_builtins(request))]
+    try:
+        tree = msgspec.to_builtins(request)
+    except (TypeError, ValueError, RecursionError):
+        raise MemoryStoreError("the input holds values that are not JSON") from None
+    stack: list[tuple[str, Any]] = [("", tree)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
-            if "\x00" in value:
-                raise MemoryStoreError(f"{path or 'input'} must not contain NUL characters")
+            _check_string(value, path, free=bool(_FREE_TEXT.match(path)))
         elif isinstance(value, dict):
             for key, child in value.items():
-                child_path = f"{path}.{key}" if path else key
-                if _FREE_TEXT.match(child_path):
-                    continue
-                if "\x00" in key:
-                    raise MemoryStoreError(f"{path or 'input'} has a key with a NUL character")
+                child_path = f"{path}.{key}" if path else str(key)
+                if not isinstance(key, str):
+                    raise MemoryStoreError(f"{path or 'input'} has a key that is not a string")
+                _check_string(key, path, free=bool(_FREE_TEXT.match(child_path)))
                 stack.append((child_path, child))
         elif isinstance(value, list):
             stack.extend((f"{path}[{index}]", child) for index, child in enumerate(value))
+
+
+def _check_string(value: str, path: str, *, free: bool) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"{path or 'input'} is not valid Unicode") from None
+    if not free and "\x00" in value:
+        raise MemoryStoreError(f"{path or 'input'} must not contain NUL characters")
 
 
 def _check_limit(name: str, value: int) -> int:
@@ -136,7 +148,7 @@ class _MemoryNodes:
         self.clock = clock
 
     async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
-        _reject_nul(request)
+        _check_text(request)
         ids = list(dict.fromkeys(request.ids))
         keys = list(dict.fromkeys(request.keys))
         if not ids and not keys:
@@ -160,7 +172,7 @@ class _MemoryNodes:
         return GetOutput(list(ordered.values()))
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
-        _reject_nul(request)
+        _check_text(request)
         limit = request.limit or self.query_limit
         # Open first: a store that keeps its cursor key loads it when it opens.
         await _backend(self.store.open())
@@ -185,7 +197,7 @@ class _MemoryNodes:
         return QueryOutput(page, next_cursor)
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
-        _reject_nul(request)
+        _check_text(request)
         limit = request.limit or self.search_limit
         request = msgspec.structs.replace(request, limit=limit)
         provider: MemorySearchProvider | MemoryStore
@@ -213,7 +225,7 @@ class _MemoryNodes:
         return SearchOutput(hits)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
-        _reject_nul(request)
+        _check_text(request)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
             check_json(draft.content, f"memories[{position}].content")
@@ -240,7 +252,7 @@ class _MemoryNodes:
         return WriteOutput(items)
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
-        _reject_nul(request)
+        _check_text(request)
         ids = [patch.id for patch in request.updates]
         if len(set(ids)) != len(ids):
             raise MemoryStoreError("an id appears twice in one UPDATE")
@@ -262,7 +274,7 @@ class _MemoryNodes:
         return UpdateOutput(items)
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
-        _reject_nul(request)
+        _check_text(request)
         ids = list(dict.fromkeys(request.ids))
         if not ids:
             return DeleteOutput([])

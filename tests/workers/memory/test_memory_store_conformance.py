@@ -648,3 +648,35 @@ async def test_the_first_page_cursor_works_on_a_store_opened_lazily(
         assert len(first.items) + len(second.unwrap().items) == 3
     finally:
         await lazy.aclose()
+
+
+async def test_stored_records_share_nothing_with_callers(memory: MemoryHarness) -> None:
+    content = {"steps": ["a"]}
+    (written,) = await memory.write({"key": "plan", "content": content})
+    content["steps"].append("changed by the caller after writing")
+    written.content["steps"].append("changed through the returned record")
+    (stored,) = (await memory.ok("MEMORY.GET", {"keys": ["plan"]})).items
+    assert stored.content == {"steps": ["a"]}
+    stored.content["steps"].append("b")  # read, change in place, write back: a real change
+    (upserted,) = await memory.write({"key": "plan", "content": stored.content}, mode="upsert")
+    assert upserted.version == 2
+    assert len((await memory.ok("MEMORY.SEARCH", {"query": "b"})).hits) == 1
+
+
+@pytest.mark.parametrize(
+    ("node", "payload"),
+    [
+        ("MEMORY.WRITE", {"memories": [{"content": 1, "summary": "bad \ud800"}]}),
+        ("MEMORY.WRITE", {"memories": [{"content": 1, "key": "k\udfff"}]}),
+        ("MEMORY.WRITE", {"memories": [{"content": 1, "metadata": {"a": {1: "x"}}}]}),
+        ("MEMORY.WRITE", {"memories": [{"content": object()}]}),
+        ("MEMORY.QUERY", {"filter": {"source": "\ud800"}}),
+        ("MEMORY.SEARCH", {"query": "x", "options": {"a": {1: 2}}}),
+    ],
+    ids=["surrogate-summary", "surrogate-key", "int-key", "object", "surrogate-filter", "options"],
+)
+async def test_odd_input_is_invalid_input_on_every_store(
+    memory: MemoryHarness, node: str, payload: dict[str, Any]
+) -> None:
+    assert code_of(await memory.call(node, payload)) == ErrorCode.INVALID_INPUT
+    assert await memory.all_records() == []

@@ -71,7 +71,7 @@ class InProcessMemoryStore(MemoryStore):
             item_id = self._keys.get((namespace, key))
             if item_id is not None:
                 found.append(self._items[item_id])
-        return found
+        return [_copy(item) for item in found]
 
     async def query(
         self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
@@ -91,7 +91,7 @@ class InProcessMemoryStore(MemoryStore):
                 ranked = [row for row in ranked if (row[0], row[1]) < after]
             else:
                 ranked = [row for row in ranked if (row[0], row[1]) > after]
-        return [row[2] for row in ranked[:limit]]
+        return [_copy(row[2]) for row in ranked[:limit]]
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         if input.strategy not in (None, "keyword"):
@@ -124,31 +124,32 @@ class InProcessMemoryStore(MemoryStore):
                 score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
             scored.append((score, item))
         scored.sort(key=lambda row: (-row[0], row[1].id))
-        return [SearchHit(item, score) for score, item in scored[:limit]]
+        return [SearchHit(_copy(item), score) for score, item in scored[:limit]]
 
     # ----------------------------------------------------------------- writes
 
     async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+        keys = self._keys
         existing = {
-            (draft.namespace, draft.key): self._items[self._keys[(draft.namespace, draft.key)]]
+            (draft.namespace, draft.key): _copy(self._items[keys[(draft.namespace, draft.key)]])
             for draft in drafts
-            if draft.key is not None and (draft.namespace, draft.key) in self._keys
+            if draft.key is not None and (draft.namespace, draft.key) in keys
         }
         steps = plan_writes(drafts, mode, existing, now_from(self._clock))
         for step in steps:
             if step.action != "keep":
                 self._put(step.item)
-        return [step.item for step in steps]
+        return [_copy(step.item) for step in steps]
 
     async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
         now = now_from(self._clock)  # read once per call, refused or not, like every store
         missing = [patch.id for patch in patches if patch.id not in self._items]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
-        updated = [apply_patch(self._items[patch.id], patch, now) for patch in patches]
+        updated = [apply_patch(_copy(self._items[patch.id]), patch, now) for patch in patches]
         for item in updated:  # only after every patch applied: all or nothing
             self._put(item)
-        return updated
+        return [_copy(item) for item in updated]
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
         deleted = []
@@ -171,8 +172,19 @@ class InProcessMemoryStore(MemoryStore):
                 )
 
     def _put(self, item: MemoryItem) -> None:
+        item = _copy(item)  # never share mutable content with a caller
         self._items[item.id] = item
         if item.key is not None:
             self._keys[(item.namespace, item.key)] = item.id
         text = " ".join(filter(None, (item.key, item.summary, content_text(item.content))))
         self._terms[item.id] = Counter(light_stem(word) for word in words(text))
+
+
+_encode_item = msgspec.json.Encoder()
+_decode_item = msgspec.json.Decoder(MemoryItem)
+
+
+def _copy(item: MemoryItem) -> MemoryItem:
+    """A deep copy: what the store keeps and what it hands out never share mutable objects,
+    exactly as with a database."""
+    return _decode_item.decode(_encode_item.encode(item))
