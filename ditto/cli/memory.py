@@ -262,3 +262,46 @@ def _size(settings: Settings) -> int | None:
     path = Path(memory.sqlite_path)
     files = [path, path.with_name(path.name + "-wal")]
     return sum(file.stat().st_size for file in files if file.exists())
+
+
+@memory_app.command("history")
+def history(
+    ref: Annotated[str, typer.Argument(help="A record id, or a key.", metavar="ID_OR_KEY")],
+    namespace: Annotated[str, typer.Option(help="Namespace the key is in.")] = "default",
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Every change of a record, oldest first — also after it was deleted (exit 1: none)."""
+    import anyio
+
+    from ditto.bootstrap import build_memory_store
+
+    settings = settings_or_exit(config)
+
+    async def read() -> list[Any]:
+        async with build_memory_store(settings) as store:
+            found = await store.get([], [ref], namespace)
+            return await store.history(found[0].id if found else ref)
+
+    try:
+        entries = anyio.run(read)
+    except DittoError as exc:
+        errors.print(f"[red]{escape(exc.code)}:[/red] {escape(exc.message)}", highlight=False)
+        raise typer.Exit(EXIT_STORE) from None
+    if as_json:
+        _print_json(entries)
+    else:
+        table = Table(title=f"history of {escape(ref)}")
+        for column in ("version", "change", "at", "content"):
+            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+        for entry in entries:
+            table.add_row(
+                str(entry.version),
+                entry.change,
+                f"{entry.at:%Y-%m-%d %H:%M:%S}",
+                escape(_preview(entry.record)),
+            )
+        console.print(table)
+    if not entries:
+        errors.print("no history for this record")
+        raise typer.Exit(EXIT_NOT_FOUND)

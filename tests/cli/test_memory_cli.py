@@ -137,3 +137,33 @@ def test_an_unreachable_store_exits_3_with_a_safe_message(tmp_path: Path) -> Non
     assert "STORE_UNAVAILABLE" in completed.stderr
     assert "Traceback" not in completed.stderr
     assert "hunter2" not in completed.stderr + completed.stdout
+
+
+def test_history_lists_changes_by_key_and_survives_deletion(seeded: Path) -> None:
+    import anyio
+
+    from workers.memory import MemoryPatch
+
+    database = Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite"))
+
+    async def change() -> str:
+        async with SqliteMemoryStore(database) as store:
+            (item,) = await store.get([], ["note:1"], "ops")
+            await store.update([MemoryPatch(id=item.id, content="espresso machine fixed")])
+            await store.delete([item.id])
+            return item.id
+
+    item_id = anyio.run(change)
+    by_id = run_cli("memory", "history", item_id, "--json", "--config", str(seeded))
+    assert by_id.returncode == 0, by_id.stderr
+    entries = json.loads(by_id.stdout)
+    assert [(entry["change"], entry["version"]) for entry in entries] == [
+        ("create", 1),
+        ("update", 2),
+        ("delete", 2),
+    ]
+    live = run_cli("memory", "history", "note:2", "--namespace", "ops", "--config", str(seeded))
+    assert live.returncode == 0
+    assert "create" in live.stdout
+    missing = run_cli("memory", "history", "nope", "--config", str(seeded))
+    assert missing.returncode == 1

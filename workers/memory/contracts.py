@@ -20,6 +20,7 @@ __all__ = (
     "DeleteOutput",
     "GetInput",
     "GetOutput",
+    "HistoryEntry",
     "Limit",
     "MemoryDraft",
     "MemoryFilter",
@@ -95,6 +96,16 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     version: Annotated[int, Meta(ge=1)]
     usage_count: Annotated[int, Meta(ge=0)]
     last_used_at: Timestamp | None
+
+
+class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """One change of a record, as the record stood after it (before it, for ``delete``)."""
+
+    id: NonEmpty
+    version: Annotated[int, Meta(ge=1)]
+    change: Literal["create", "upsert", "update", "delete"]
+    at: Timestamp
+    record: MemoryItem
 
 
 class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -21,6 +21,8 @@ class MemoryErrorCode(StrEnum):
     """A store or provider failed unexpectedly; details are in the log only."""
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     """The store cannot be reached, or the connection was lost mid-operation (retryable)."""
+    UNSUPPORTED = "UNSUPPORTED"
+    """The store does not offer this operation (for example a store that keeps no history)."""
     STORE_TIMEOUT = "STORE_TIMEOUT"
     """The store did not answer within its statement timeout (retryable)."""
 

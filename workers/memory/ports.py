@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 from workers.memory.contracts import (
+    HistoryEntry,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -20,7 +21,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import SearchUnavailableError
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -103,6 +104,15 @@ class MemoryStore(ABC):
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Rank records for ``input``. Stores without search keep this default."""
         raise SearchUnavailableError()
+
+    async def history(self, id: str) -> list[HistoryEntry]:
+        """Every change of record ``id``, oldest first: ``create``, ``upsert`` and ``update``
+        with the record as it stood after the change, ``delete`` with its last state. The
+        history outlives the record. A replayed write (nothing changed) and usage counters add
+        nothing. Stores without history keep this default, which raises ``UNSUPPORTED``."""
+        raise MemoryStoreError(
+            "this memory store keeps no history", code=MemoryErrorCode.UNSUPPORTED
+        )
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:  # noqa: B027
         """Count one use of each record; the default does not track usage."""

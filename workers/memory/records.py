@@ -13,16 +13,25 @@ from typing import Any, Literal
 import msgspec
 
 from ditto.errors import ErrorCode
-from workers.memory.contracts import MemoryDraft, MemoryItem, MemoryPatch, OrderField, WriteMode
+from workers.memory.contracts import (
+    HistoryEntry,
+    MemoryDraft,
+    MemoryItem,
+    MemoryPatch,
+    OrderField,
+    WriteMode,
+)
 from workers.memory.errors import MemoryStoreError, conflict
 
 __all__ = (
+    "CHANGE_OF_STEP",
     "Clock",
     "WriteStep",
     "apply_patch",
     "canonical_json",
     "content_text",
     "from_micros",
+    "history_entry",
     "new_id",
     "new_item",
     "now_from",
@@ -188,6 +197,16 @@ def plan_writes(
             )
             steps.append(WriteStep("replace", replaced))
     return steps
+
+
+Change = Literal["create", "upsert", "update", "delete"]
+
+CHANGE_OF_STEP: dict[str, Change] = {"insert": "create", "replace": "upsert"}
+"""The history change a write step records (``keep`` records none)."""
+
+
+def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
+    return HistoryEntry(item.id, item.version, change, at, item)
 
 
 def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryItem:

@@ -680,3 +680,43 @@ async def test_odd_input_is_invalid_input_on_every_store(
 ) -> None:
     assert code_of(await memory.call(node, payload)) == ErrorCode.INVALID_INPUT
     assert await memory.all_records() == []
+
+
+# ------------------------------------------------------------------------------------- history
+
+
+async def test_history_records_every_change_in_order_and_outlives_the_record(
+    memory: MemoryHarness,
+) -> None:
+    (created,) = await memory.write({"key": "plan", "content": "v1"})
+    await memory.write({"key": "plan", "content": "v1"})  # a replay changes nothing
+    await memory.ok("MEMORY.UPDATE", {"updates": [{"id": created.id, "summary": "s"}]})
+    await memory.write({"key": "plan", "content": "v3"}, mode="upsert")
+    await memory.ok("MEMORY.SEARCH", {"query": "v3"})  # a use is not a change
+    await memory.ok("MEMORY.DELETE", {"ids": [created.id]})
+    history = await memory.store.history(created.id)
+    assert [(entry.change, entry.version) for entry in history] == [
+        ("create", 1),
+        ("update", 2),
+        ("upsert", 3),
+        ("delete", 3),
+    ]
+    assert [entry.record.content for entry in history] == ["v1", "v1", "v3", "v3"]
+    assert history[1].record.summary == "s"
+    assert all(entry.id == created.id for entry in history)
+    assert [entry.at for entry in history] == sorted(entry.at for entry in history)
+    assert await memory.store.history("never-existed") == []
+
+
+async def test_refused_batches_leave_no_history(memory: MemoryHarness) -> None:
+    (item,) = await memory.write({"key": "k", "content": "original"})
+    conflict = await memory.call(
+        "MEMORY.WRITE",
+        {"memories": [{"key": "new", "content": 1}, {"key": "k", "content": "different"}]},
+    )
+    assert code_of(conflict) == ErrorCode.CONFLICT
+    missing = await memory.call(
+        "MEMORY.UPDATE", {"updates": [{"id": item.id, "content": 2}, {"id": "gone", "content": 3}]}
+    )
+    assert code_of(missing) == ErrorCode.NOT_FOUND
+    assert [entry.change for entry in await memory.store.history(item.id)] == ["create"]

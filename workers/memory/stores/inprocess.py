@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from workers.memory.contracts import (
+    HistoryEntry,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -28,9 +29,11 @@ from workers.memory.errors import MemoryStoreError, not_found
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
+    CHANGE_OF_STEP,
     Clock,
     apply_patch,
     content_text,
+    history_entry,
     now_from,
     order_key,
     plan_writes,
@@ -60,6 +63,7 @@ class InProcessMemoryStore(MemoryStore):
         self._items: dict[str, MemoryItem] = {}
         self._keys: dict[tuple[str, str], str] = {}
         self._terms: dict[str, Counter[str]] = {}
+        self._history: dict[str, list[HistoryEntry]] = {}
 
     # ----------------------------------------------------------------- reads
 
@@ -139,6 +143,8 @@ class InProcessMemoryStore(MemoryStore):
         for step in steps:
             if step.action != "keep":
                 self._put(step.item)
+                change = CHANGE_OF_STEP[step.action]
+                self._log(history_entry(step.item, change, step.item.updated_at))
         return [_copy(step.item) for step in steps]
 
     async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
@@ -149,14 +155,17 @@ class InProcessMemoryStore(MemoryStore):
         updated = [apply_patch(_copy(self._items[patch.id]), patch, now) for patch in patches]
         for item in updated:  # only after every patch applied: all or nothing
             self._put(item)
+            self._log(history_entry(item, "update", item.updated_at))
         return [_copy(item) for item in updated]
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
+        now = now_from(self._clock)
         deleted = []
         for item_id in ids:
             item = self._items.pop(item_id, None)
             if item is None:
                 continue
+            self._log(history_entry(item, "delete", now))
             self._terms.pop(item_id, None)
             if item.key is not None:
                 self._keys.pop((item.namespace, item.key), None)
@@ -171,6 +180,12 @@ class InProcessMemoryStore(MemoryStore):
                     item, usage_count=item.usage_count + 1, last_used_at=at
                 )
 
+    async def history(self, id: str) -> list[HistoryEntry]:
+        return [_copy_entry(entry) for entry in self._history.get(id, [])]
+
+    def _log(self, entry: HistoryEntry) -> None:
+        self._history.setdefault(entry.id, []).append(_copy_entry(entry))
+
     def _put(self, item: MemoryItem) -> None:
         item = _copy(item)  # never share mutable content with a caller
         self._items[item.id] = item
@@ -182,6 +197,13 @@ class InProcessMemoryStore(MemoryStore):
 
 _encode_item = msgspec.json.Encoder()
 _decode_item = msgspec.json.Decoder(MemoryItem)
+
+
+_decode_entry = msgspec.json.Decoder(HistoryEntry)
+
+
+def _copy_entry(entry: HistoryEntry) -> HistoryEntry:
+    return _decode_entry.decode(_encode_item.encode(entry))
 
 
 def _copy(item: MemoryItem) -> MemoryItem:

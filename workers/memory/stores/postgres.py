@@ -33,8 +33,10 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, Self
 
 import asyncpg
+import msgspec
 
 from workers.memory.contracts import (
+    HistoryEntry,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -46,7 +48,17 @@ from workers.memory.contracts import (
 )
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, not_found
 from workers.memory.ports import MemoryStore, QueryPosition
-from workers.memory.records import Clock, apply_patch, now_from, plan_writes, to_micros, utc_now
+from workers.memory.records import (
+    CHANGE_OF_STEP,
+    Clock,
+    apply_patch,
+    from_micros,
+    history_entry,
+    now_from,
+    plan_writes,
+    to_micros,
+    utc_now,
+)
 from workers.memory.search.text import query_words
 from workers.memory.stores.postgres_sql import (
     COLUMN_NAMES,
@@ -69,6 +81,9 @@ if TYPE_CHECKING:
     Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
 
 __all__ = ("PoolRecipe", "PostgresMemoryStore")
+
+_encode = msgspec.json.encode
+_decode_item = msgspec.json.Decoder(MemoryItem).decode
 
 _USAGE_INTERVAL = 0.05
 
@@ -356,7 +371,27 @@ class PostgresMemoryStore(MemoryStore):
         for step in steps:
             if step.action == "replace":
                 await self._replace(connection, step.item)
+        await self._log(
+            connection,
+            [
+                history_entry(step.item, CHANGE_OF_STEP[step.action], step.item.updated_at)
+                for step in steps
+                if step.action != "keep"
+            ],
+        )
         return [step.item for step in steps]
+
+    async def _log(self, connection: Connection, entries: list[HistoryEntry]) -> None:
+        """Append history entries inside the caller's transaction."""
+        if entries:
+            await connection.executemany(
+                f"INSERT INTO {self._s}.memory_history (id, version, change, at, record) "
+                "VALUES ($1, $2, $3, $4, $5)",
+                [
+                    (e.id, e.version, e.change, to_micros(e.at), _encode(e.record).decode())
+                    for e in entries
+                ],
+            )
 
     async def _insert(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
         names = ", ".join((*COLUMN_NAMES, "search_text"))
@@ -410,17 +445,43 @@ class PostgresMemoryStore(MemoryStore):
         updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
         for item in updated:
             await self._replace(connection, item)
+        await self._log(connection, [history_entry(item, "update", now) for item in updated])
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
         await self._ready()
-        async with _translated():
-            rows = await self.pool.fetch(
-                f"DELETE FROM {self._s}.memories WHERE id = ANY($1::text[]) RETURNING id",
+        now = now_from(self._clock)
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(
+                f"SELECT {columns()} FROM {records(self._s)} WHERE m.id = ANY($1::text[]) "
+                "ORDER BY m.id FOR UPDATE OF m",
                 list(ids),
             )
-        deleted = {row["id"] for row in rows}
-        return [item_id for item_id in ids if item_id in deleted]
+            await connection.execute(
+                f"DELETE FROM {self._s}.memories WHERE id = ANY($1::text[])", list(ids)
+            )
+            found = {row["id"]: row_to_item(row) for row in rows}
+            deleted = [item_id for item_id in ids if item_id in found]
+            await self._log(
+                connection, [history_entry(found[item_id], "delete", now) for item_id in deleted]
+            )
+        return deleted
+
+    async def history(self, id: str) -> list[HistoryEntry]:
+        await self._ready()
+        async with _translated():
+            rows = await self.pool.fetch(
+                f"SELECT record, change, at FROM {self._s}.memory_history WHERE id = $1 "
+                "ORDER BY seq",
+                id,
+            )
+        entries = []
+        for row in rows:
+            item = _decode_item(row["record"])
+            entries.append(
+                HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
+            )
+        return entries
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         micros = to_micros(at)

@@ -81,6 +81,20 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE INDEX memories_namespace_created ON {s}.memories (namespace, created_at, id)",
             f"CREATE INDEX memories_tsv ON {s}.memories USING gin (tsv)",
         ),
+        (
+            # Every change of a record, oldest first per record; it outlives the record.
+            f"""
+            CREATE TABLE {s}.memory_history (
+                seq bigserial PRIMARY KEY,
+                id text COLLATE "C" NOT NULL,
+                version integer NOT NULL,
+                change text NOT NULL,
+                at bigint NOT NULL,
+                record text NOT NULL
+            )
+            """,
+            f"CREATE INDEX memory_history_id ON {s}.memory_history (id, seq)",
+        ),
     )
 
 

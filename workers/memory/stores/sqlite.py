@@ -28,8 +28,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import (
+    HistoryEntry,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -42,8 +45,11 @@ from workers.memory.contracts import (
 from workers.memory.errors import MemoryStoreError, not_found
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
+    CHANGE_OF_STEP,
     Clock,
     apply_patch,
+    from_micros,
+    history_entry,
     now_from,
     plan_writes,
     to_micros,
@@ -56,6 +62,7 @@ from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, 
 from workers.memory.stores.sqlite_sql import (
     COLUMNS,
     INSERT_COLUMNS,
+    RETURNING_COLUMNS,
     connect,
     fts_row,
     item_row,
@@ -336,6 +343,14 @@ class SqliteMemoryStore(MemoryStore):
         for step in steps:
             if step.action == "replace":
                 self._replace(connection, step.item)
+        _log(
+            connection,
+            [
+                history_entry(step.item, CHANGE_OF_STEP[step.action], step.item.updated_at)
+                for step in steps
+                if step.action != "keep"
+            ],
+        )
         return [step.item for step in steps]
 
     def _replace(self, connection: sqlite3.Connection, item: MemoryItem) -> None:
@@ -370,21 +385,39 @@ class SqliteMemoryStore(MemoryStore):
         updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
         for item in updated:
             self._replace(connection, item)
+        _log(connection, [history_entry(item, "update", now) for item in updated])
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
-        return await self._write(self._delete, list(ids))
+        return await self._write(self._delete, list(ids), now_from(self._clock))
 
-    def _delete(self, connection: sqlite3.Connection, ids: list[str]) -> list[str]:
+    def _delete(self, connection: sqlite3.Connection, ids: list[str], now: datetime) -> list[str]:
         deleted: list[str] = []
+        entries: list[HistoryEntry] = []
         for item_id in ids:
             row = connection.execute(
-                "DELETE FROM memories WHERE id = ? RETURNING seq", (item_id,)
+                f"DELETE FROM memories WHERE id = ? RETURNING seq, {RETURNING_COLUMNS}",
+                (item_id,),
             ).fetchone()
             if row is not None:
                 connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+                entries.append(history_entry(row_to_item(row[1:]), "delete", now))
                 deleted.append(item_id)
+        _log(connection, entries)
         return deleted
+
+    async def history(self, id: str) -> list[HistoryEntry]:
+        return await self._read(self._history, id)
+
+    def _history(self, item_id: str) -> list[HistoryEntry]:
+        rows = self._connection().execute(
+            "SELECT record, change, at FROM memory_history WHERE id = ? ORDER BY seq", (item_id,)
+        )
+        entries = []
+        for record, change, at in rows:
+            item = _decode_item(record)
+            entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
+        return entries
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         micros = to_micros(at)
@@ -411,6 +444,22 @@ class SqliteMemoryStore(MemoryStore):
 
 def _nothing(connection: sqlite3.Connection) -> None:
     """A transaction that only applies pending usage counters."""
+
+
+_encode_item = msgspec.json.Encoder()
+_decode_item = msgspec.json.Decoder(MemoryItem).decode
+
+
+def _log(connection: sqlite3.Connection, entries: list[HistoryEntry]) -> None:
+    """Append history entries inside the caller's transaction."""
+    if entries:
+        connection.executemany(
+            "INSERT INTO memory_history (id, version, change, at, record) VALUES (?, ?, ?, ?, ?)",
+            [
+                (e.id, e.version, e.change, to_micros(e.at), _encode_item.encode(e.record).decode())
+                for e in entries
+            ],
+        )
 
 
 def _log_failure(future: Future[None]) -> None:

@@ -42,7 +42,22 @@ _V1 = (
     "CREATE TABLE ditto_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL) STRICT",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+_V2 = (
+    # Every change of a record, oldest first per record; it outlives the record.
+    """
+    CREATE TABLE memory_history (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        change TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        record TEXT NOT NULL
+    ) STRICT
+    """,
+    "CREATE INDEX memory_history_id ON memory_history(id, seq)",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

@@ -19,6 +19,7 @@ from workers.memory.stores.rows import record_values
 __all__ = (
     "COLUMNS",
     "INSERT_COLUMNS",
+    "RETURNING_COLUMNS",
     "connect",
     "fts_row",
     "item_row",
@@ -36,6 +37,9 @@ COLUMNS = (
     "m.id, m.key, m.namespace, m.content, m.summary, m.category, m.tags, m.metadata, m.source, "
     "m.created_at, m.updated_at, m.version, m.usage_count, m.last_used_at"
 )
+
+RETURNING_COLUMNS = COLUMNS.replace("m.", "")
+"""``COLUMNS`` without the alias, for ``RETURNING`` (which cannot name one)."""
 
 ORDER_EXPRESSIONS = {
     "created_at": "m.created_at",
