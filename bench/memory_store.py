@@ -41,9 +41,17 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
+import msgspec
+
 from ditto import Ditto, create_ditto
-from workers.memory import MemoryDraft, MemoryFilter, SqliteMemoryStore, create_memory_worker
-from workers.memory.records import new_item, utc_now
+from workers.memory import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    SqliteMemoryStore,
+    create_memory_worker,
+)
+from workers.memory.records import new_item, to_micros, utc_now
 from workers.memory.search.text import query_words
 from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
 from workers.memory.stores.sqlite_sql import COLUMNS, INSERT_COLUMNS, connect, fts_row, item_row
@@ -56,6 +64,9 @@ INSERT = (
     f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 FTS_INSERT = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
+HISTORY_INSERT = (
+    "INSERT INTO memory_history (id, version, change, at, record) VALUES (?, ?, ?, ?, ?)"
+)
 
 
 # ------------------------------------------------------------------------------ corpus
@@ -187,7 +198,14 @@ def raw_write_batch(connection: sqlite3.Connection, drafts: Sequence[MemoryDraft
     connection.executemany(
         FTS_INSERT, [(first + offset, *fts_row(item)) for offset, item in enumerate(items)]
     )
+    connection.executemany(HISTORY_INSERT, [history_row(item) for item in items])
     connection.execute("COMMIT")
+
+
+def history_row(item: MemoryItem) -> tuple[Any, ...]:
+    """The history entry the store appends for a created record (the same SQL, by hand)."""
+    record = msgspec.json.encode(item).decode()
+    return (item.id, item.version, "create", to_micros(item.updated_at), record)
 
 
 def raw_search(planner: KeywordPlanner, question: str) -> list[Any]:
@@ -408,13 +426,18 @@ async def measure_postgres(
 
                 async def raw_batch(batch: Sequence[MemoryDraft]) -> None:
                     now = utc_now()
-                    records = [item_values(new_item(draft, now)) for draft in batch]
+                    items = [new_item(draft, now) for draft in batch]
                     async with connection.transaction():
                         await connection.copy_records_to_table(
                             "memories",
                             schema_name=raw_schema,
                             columns=[*COLUMN_NAMES, "search_text"],
-                            records=records,
+                            records=[item_values(item) for item in items],
+                        )
+                        await connection.executemany(
+                            f'INSERT INTO "{raw_schema}".memory_history '
+                            "(id, version, change, at, record) VALUES ($1, $2, $3, $4, $5)",
+                            [history_row(item) for item in items],
                         )
 
                 ditto_time = raw_time = 0.0
