@@ -305,3 +305,131 @@ def history(
     if not entries:
         errors.print("no history for this record")
         raise typer.Exit(EXIT_NOT_FOUND)
+
+
+_EXPORT_PAGE = 1000
+
+
+@memory_app.command("export")
+def export(
+    file: Annotated[
+        Path | None, typer.Argument(help="JSONL file to write (default: standard output).")
+    ] = None,
+    namespace: NamespaceOption = None,
+    with_history: Annotated[
+        bool, typer.Option("--history", help="Also write each record's history.")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Write every record (and optionally its history) as JSON lines, page by page, so memory
+    use stays flat however many records there are. Lines: ``{"type": "record", "record": {...}}``
+    and ``{"type": "history", "entry": {...}}``."""
+    import anyio
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from ditto.bootstrap import build_memory_store
+    from workers.memory import MemoryFilter, OrderBy
+    from workers.memory.records import order_key
+
+    settings = settings_or_exit(config)
+    encoder = msgspec.json.Encoder()
+    out = file.open("wb") if file is not None else None
+
+    def emit(line: dict[str, Any]) -> None:
+        data = encoder.encode(line) + b"\n"
+        if out is not None:
+            out.write(data)
+        else:
+            typer.echo(data.decode(), nl=False)
+
+    async def run(progress: Progress, task: Any) -> int:
+        count = 0
+        async with build_memory_store(settings) as store:
+            order = OrderBy()
+            after = None
+            while True:
+                page = await store.query(
+                    MemoryFilter(namespace=namespace), order, _EXPORT_PAGE, after
+                )
+                for item in page:
+                    emit({"type": "record", "record": item})
+                    if with_history:
+                        for entry in await store.history(item.id):
+                            emit({"type": "history", "entry": entry})
+                count += len(page)
+                progress.update(task, completed=count)
+                if len(page) < _EXPORT_PAGE:
+                    return count
+                after = (order_key(page[-1], order.field), page[-1].id)
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), console=errors, transient=True
+    ) as progress:
+        task = progress.add_task("exporting records", total=None)
+        try:
+            count = anyio.run(run, progress, task)
+        except DittoError as exc:
+            errors.print(f"[red]{escape(exc.code)}:[/red] {escape(exc.message)}", highlight=False)
+            raise typer.Exit(EXIT_STORE) from None
+        finally:
+            if out is not None:
+                out.close()
+    errors.print(f"exported {count} records", highlight=False)
+
+
+_IMPORT_BATCH = 500
+
+
+@memory_app.command("import")
+def import_records(
+    file: Annotated[Path, typer.Argument(help="JSONL written by `ditto memory export`.")],
+    config: ConfigOption = None,
+) -> None:
+    """Restore records from an export exactly (ids, timestamps, versions, usage), in batches.
+    Importing the same file twice changes nothing; history lines are skipped (an import
+    restores a state, it is not a change)."""
+    import anyio
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from ditto.bootstrap import build_memory_store
+    from workers.memory import MemoryItem
+    from workers.memory.contracts import ExportLine
+
+    settings = settings_or_exit(config)
+    if not file.is_file():
+        errors.print(f"no such file: {file}")
+        raise typer.Exit(EXIT_USAGE)
+    decoder = msgspec.json.Decoder(ExportLine)
+
+    async def run(progress: Progress, task: Any) -> int:
+        count = 0
+        batch: list[MemoryItem] = []
+        async with build_memory_store(settings) as store:
+            with file.open("rb") as lines:
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        parsed = decoder.decode(line)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise DittoError(f"line {number}: {exc}", code="INVALID_INPUT") from None
+                    if parsed.type == "record" and parsed.record is not None:
+                        batch.append(parsed.record)
+                    if len(batch) >= _IMPORT_BATCH:
+                        count += await store.restore(batch)
+                        batch = []
+                        progress.update(task, completed=count)
+                if batch:
+                    count += await store.restore(batch)
+        return count
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), console=errors, transient=True
+    ) as progress:
+        task = progress.add_task("importing records", total=None)
+        try:
+            count = anyio.run(run, progress, task)
+        except DittoError as exc:
+            errors.print(f"[red]{escape(exc.code)}:[/red] {escape(exc.message)}", highlight=False)
+            raise typer.Exit(EXIT_USAGE if exc.code == "INVALID_INPUT" else EXIT_STORE) from None
+    errors.print(f"imported {count} records", highlight=False)

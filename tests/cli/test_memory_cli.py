@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,68 @@ def test_history_lists_changes_by_key_and_survives_deletion(seeded: Path) -> Non
     assert "create" in live.stdout
     missing = run_cli("memory", "history", "nope", "--config", str(seeded))
     assert missing.returncode == 1
+
+
+def _all(database: Path) -> list[Any]:
+    import anyio
+
+    from workers.memory import MemoryFilter, OrderBy
+
+    async def read() -> list[Any]:
+        async with SqliteMemoryStore(database) as store:
+            return await store.query(MemoryFilter(), OrderBy(), 10_000, None)
+
+    return anyio.run(read)
+
+
+def test_export_then_import_reproduces_every_record_and_is_idempotent(
+    seeded: Path, tmp_path: Path
+) -> None:
+    exported = tmp_path / "export.jsonl"
+    completed = run_cli("memory", "export", str(exported), "--history", "--config", str(seeded))
+    assert completed.returncode == 0, completed.stderr
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert sorted(line["type"] for line in lines) == ["history"] * 3 + ["record"] * 3
+
+    target_db = tmp_path / "copy.sqlite"
+    target = tmp_path / "copy.yaml"
+    target.write_text(f"workers:\n  memory:\n    sqlite_path: '{target_db}'\n")
+    for _ in range(2):  # the second import changes nothing
+        imported = run_cli("memory", "import", str(exported), "--config", str(target))
+        assert imported.returncode == 0, imported.stderr
+        assert "imported 3 records" in imported.stderr
+    source_db = Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite"))
+    assert _all(target_db) == _all(source_db)
+
+
+def test_export_imports_into_another_backend(seeded: Path, tmp_path: Path) -> None:
+    import anyio
+    import msgspec
+
+    from workers.memory import InProcessMemoryStore, MemoryFilter, OrderBy
+    from workers.memory.contracts import ExportLine
+
+    exported = tmp_path / "export.jsonl"
+    assert run_cli("memory", "export", str(exported), "--config", str(seeded)).returncode == 0
+    records = [
+        line.record
+        for line in map(msgspec.json.Decoder(ExportLine).decode, exported.read_bytes().splitlines())
+        if line.record is not None
+    ]
+
+    async def copy() -> list[Any]:
+        store = InProcessMemoryStore()
+        await store.restore(records)
+        return await store.query(MemoryFilter(), OrderBy(), 100, None)
+
+    source_db = Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite"))
+    assert anyio.run(copy) == _all(source_db)
+
+
+def test_import_refuses_a_malformed_file(tmp_path: Path, seeded: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"type": "record", "record": {"id": 5}}\n')
+    completed = run_cli("memory", "import", str(broken), "--config", str(seeded))
+    assert completed.returncode == 2
+    assert "line 1" in completed.stderr
+    assert len(_all(Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite")))) == 3

@@ -18,6 +18,7 @@ __all__ = (
     "DEFAULT_NAMESPACE",
     "DeleteInput",
     "DeleteOutput",
+    "ExportLine",
     "GetInput",
     "GetOutput",
     "HistoryEntry",
@@ -217,3 +218,11 @@ class DeleteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
 class DeleteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
     deleted: list[str]
     """The ids this call really deleted (a repeat returns ``[]``)."""
+
+
+class ExportLine(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """One line of ``ditto memory export``: a record, or one entry of a record's history."""
+
+    type: Literal["record", "history"]
+    record: MemoryItem | None = None
+    entry: HistoryEntry | None = None

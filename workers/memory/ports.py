@@ -114,6 +114,15 @@ class MemoryStore(ABC):
             "this memory store keeps no history", code=MemoryErrorCode.UNSUPPORTED
         )
 
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        """Store records exactly as given (ids, timestamps, versions and usage included), in one
+        transaction: an import. A record with the same id is replaced, so importing the same
+        records twice changes nothing the second time; a different record already holding one
+        of the keys is ``CONFLICT`` and nothing is stored. No history is written (it describes
+        changes, and an import restores a state). Returns how many records were stored.
+        Stores that cannot import keep this default, which raises ``UNSUPPORTED``."""
+        raise MemoryStoreError("this memory store cannot import", code=MemoryErrorCode.UNSUPPORTED)
+
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:  # noqa: B027
         """Count one use of each record; the default does not track usage."""
 

@@ -11,7 +11,7 @@ import pytest
 
 from ditto import ErrorCode
 from tests.workers.memory.conftest import MemoryHarness
-from workers.memory import MemoryDraft, MemoryErrorCode
+from workers.memory import InProcessMemoryStore, MemoryDraft, MemoryErrorCode
 
 pytestmark = pytest.mark.anyio
 
@@ -720,3 +720,38 @@ async def test_refused_batches_leave_no_history(memory: MemoryHarness) -> None:
     )
     assert code_of(missing) == ErrorCode.NOT_FOUND
     assert [entry.change for entry in await memory.store.history(item.id)] == ["create"]
+
+
+# ------------------------------------------------------------------------------------- restore
+
+
+async def test_restore_stores_records_exactly_and_twice_changes_nothing(
+    memory: MemoryHarness,
+) -> None:
+    source = InProcessMemoryStore()
+    (original,) = await source.write(
+        [
+            msgspec.convert(
+                {"key": "k", "content": {"a": [1, 2]}, "tags": ["t"], "metadata": {"m": True}},
+                MemoryDraft,
+            )
+        ],
+        "create",
+    )
+    await source.record_usage([original.id], original.created_at)
+    (exported,) = await source.get([original.id], [], "default")
+    assert await memory.store.restore([exported]) == 1
+    assert await memory.store.restore([exported]) == 1
+    records = await memory.all_records()
+    assert records == [exported]
+    assert await memory.store.history(exported.id) == []  # an import is not a change
+    hits = (await memory.ok("MEMORY.SEARCH", {"query": "k"})).hits
+    assert [hit.memory.id for hit in hits] == [exported.id]
+
+
+async def test_restore_refuses_a_key_held_by_another_record(memory: MemoryHarness) -> None:
+    (mine,) = await memory.write({"key": "k", "content": "mine"})
+    theirs = msgspec.structs.replace(mine, id="someone-else", content="theirs")
+    with pytest.raises(Exception, match="belongs to another record"):
+        await memory.store.restore([theirs])
+    assert [record.content for record in await memory.all_records()] == ["mine"]

@@ -25,7 +25,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, not_found
+from workers.memory.errors import MemoryStoreError, conflict, not_found
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -179,6 +179,20 @@ class InProcessMemoryStore(MemoryStore):
                 self._items[item_id] = msgspec.structs.replace(
                     item, usage_count=item.usage_count + 1, last_used_at=at
                 )
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        for item in items:  # check everything first: all or nothing
+            holder = self._keys.get((item.namespace, item.key)) if item.key is not None else None
+            if holder is not None and holder != item.id:
+                raise conflict(
+                    f"key {item.key!r} in namespace {item.namespace!r} belongs to another record"
+                )
+        for item in items:
+            previous = self._items.get(item.id)
+            if previous is not None and previous.key is not None:
+                self._keys.pop((previous.namespace, previous.key), None)
+            self._put(item)
+        return len(items)
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return [_copy_entry(entry) for entry in self._history.get(id, [])]

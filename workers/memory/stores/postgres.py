@@ -467,6 +467,39 @@ class PostgresMemoryStore(MemoryStore):
             )
         return deleted
 
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        await self._ready()
+        s = self._s
+        names = ", ".join((*COLUMN_NAMES, "search_text"))
+        marks = ", ".join(f"${n}" for n in range(1, len(COLUMN_NAMES) + 2))
+        updates = ", ".join(f"{name} = excluded.{name}" for name in (*COLUMN_NAMES, "search_text"))
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            try:
+                await connection.executemany(
+                    f"INSERT INTO {s}.memories ({names}) VALUES ({marks}) "
+                    f"ON CONFLICT (id) DO UPDATE SET {updates}",
+                    [item_values(item) for item in items],
+                )
+            except asyncpg.exceptions.UniqueViolationError:
+                raise MemoryStoreError(
+                    "a key in the import belongs to another record", code="CONFLICT"
+                ) from None
+            ids = [item.id for item in items]
+            await connection.execute(
+                f"DELETE FROM {s}.memory_usage WHERE id = ANY($1::text[])", ids
+            )
+            used = [item for item in items if item.usage_count or item.last_used_at is not None]
+            if used:
+                await connection.executemany(
+                    f"INSERT INTO {s}.memory_usage (id, usage_count, last_used_at) "
+                    "VALUES ($1, $2, $3)",
+                    [
+                        (item.id, item.usage_count, to_micros(item.last_used_at or item.created_at))
+                        for item in used
+                    ],
+                )
+        return len(items)
+
     async def history(self, id: str) -> list[HistoryEntry]:
         await self._ready()
         async with _translated():

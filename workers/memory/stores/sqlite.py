@@ -42,7 +42,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, not_found
+from workers.memory.errors import MemoryStoreError, conflict, not_found
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
@@ -405,6 +405,28 @@ class SqliteMemoryStore(MemoryStore):
                 deleted.append(item_id)
         _log(connection, entries)
         return deleted
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        return await self._write(self._restore, list(items))
+
+    def _restore(self, connection: sqlite3.Connection, items: list[MemoryItem]) -> int:
+        for item in items:
+            row = connection.execute("SELECT seq FROM memories WHERE id = ?", (item.id,)).fetchone()
+            if row is not None:  # replaced in place: drop the old row and its index entry
+                connection.execute("DELETE FROM memories WHERE seq = ?", (row[0],))
+                connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+            try:
+                connection.execute(_INSERT, item_row(item))
+            except sqlite3.IntegrityError:
+                raise conflict(
+                    f"key {item.key!r} in namespace {item.namespace!r} belongs to another record"
+                ) from None
+            (seq,) = connection.execute("SELECT last_insert_rowid()").fetchone()
+            connection.execute(
+                "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)",
+                (seq, *fts_row(item)),
+            )
+        return len(items)
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return await self._read(self._history, id)
