@@ -53,3 +53,8 @@ def not_found(message: str) -> MemoryStoreError:
 
 def conflict(message: str) -> MemoryStoreError:
     return MemoryStoreError(message, code=ErrorCode.CONFLICT)
+
+
+def key_taken(namespace: str, key: str | None) -> MemoryStoreError:
+    """``CONFLICT``: restoring a record whose key another record already holds."""
+    return conflict(f"key {key!r} in namespace {namespace!r} belongs to another record")

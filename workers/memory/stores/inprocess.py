@@ -25,7 +25,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, conflict, not_found
+from workers.memory.errors import MemoryStoreError, key_taken, not_found
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -184,9 +184,7 @@ class InProcessMemoryStore(MemoryStore):
         for item in items:  # check everything first: all or nothing
             holder = self._keys.get((item.namespace, item.key)) if item.key is not None else None
             if holder is not None and holder != item.id:
-                raise conflict(
-                    f"key {item.key!r} in namespace {item.namespace!r} belongs to another record"
-                )
+                raise key_taken(item.namespace, item.key)
         for item in items:
             previous = self._items.get(item.id)
             if previous is not None and previous.key is not None:

@@ -46,7 +46,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError, not_found
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, conflict, not_found
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
@@ -481,9 +481,7 @@ class PostgresMemoryStore(MemoryStore):
                     [item_values(item) for item in items],
                 )
             except asyncpg.exceptions.UniqueViolationError:
-                raise MemoryStoreError(
-                    "a key in the import belongs to another record", code="CONFLICT"
-                ) from None
+                raise conflict("a key in the import belongs to another record") from None
             ids = [item.id for item in items]
             await connection.execute(
                 f"DELETE FROM {s}.memory_usage WHERE id = ANY($1::text[])", ids

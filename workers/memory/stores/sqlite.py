@@ -42,7 +42,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, conflict, not_found
+from workers.memory.errors import MemoryStoreError, key_taken, not_found
 from workers.memory.ports import MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
@@ -418,9 +418,7 @@ class SqliteMemoryStore(MemoryStore):
             try:
                 connection.execute(_INSERT, item_row(item))
             except sqlite3.IntegrityError:
-                raise conflict(
-                    f"key {item.key!r} in namespace {item.namespace!r} belongs to another record"
-                ) from None
+                raise key_taken(item.namespace, item.key) from None
             (seq,) = connection.execute("SELECT last_insert_rowid()").fetchone()
             connection.execute(
                 "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)",
