@@ -4,7 +4,6 @@ reference's rules exactly. Scoped calls wrap these with one read and one compare
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -152,7 +151,7 @@ class ContextOperations:
         candidates: Any
         if kind == "default":
             ranked = default_select(request.purpose, request.query, context.items)
-            return await self._budgeted(request, ranked, context.version)
+            return await self._budgeted(request, ranked, context.version, unique=True)
         service = self.services.selector if kind == "provider" else self.services.rag
         if kind == "provider" and (strategy is None or strategy.name is None):
             raise _invalid("a provider strategy needs a name")
@@ -169,14 +168,27 @@ class ContextOperations:
         return await self._budgeted(request, validated, context.version)
 
     async def _budgeted(
-        self, request: SelectInput, candidates: Iterable[ContextItem], version: str | None
+        self,
+        request: SelectInput,
+        candidates: list[ContextItem],
+        version: str | None,
+        *,
+        unique: bool = False,
     ) -> ContextSelection:
         """Walk valid candidates best first: skip repeated ids (the first wins), stop at the
-        limit, skip what does not fit the token budget."""
+        limit, skip what does not fit the token budget. ``unique``: no id repeats."""
         limit = self.policy.item_cap(request.limit)
         token_cap = self.policy.token_cap(request.max_tokens)
         budgeted = math.isfinite(token_cap)
         check_inline = self.policy.check_inline
+        if unique and not budgeted:
+            # The common case needs no walk: the first ``limit`` candidates are the selection.
+            selected = candidates[:limit]
+            for item in selected:
+                check_inline(item)
+            return ContextSelection(
+                request.purpose, Context(selected, version), [item.id for item in selected]
+            )
         seen: set[str] = set()
         selected: list[ContextItem] = []
         spent = 0

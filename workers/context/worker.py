@@ -79,15 +79,22 @@ class _ContextNodes:
                 "a scope was given but no context store is configured",
             )
 
-        async def run() -> T:
-            stored = await store.get(scope)
-            if request.expected_version is not None and (
-                stored is None or stored.version != request.expected_version
-            ):
-                raise conflict()
-            return await operation(stored)
+        if self.queue is None:
+            return await operation(await self._read(store, scope, request.expected_version))
 
-        return await (run() if self.queue is None else self.queue.run(store.key(scope), run))
+        async def serialised() -> T:
+            return await operation(await self._read(store, scope, request.expected_version))
+
+        return await self.queue.run(store.key(scope), serialised)
+
+    @staticmethod
+    async def _read(
+        store: ContextStateStore, scope: ContextScope, expected_version: str | None
+    ) -> StoredContext | None:
+        stored = await store.get(scope)
+        if expected_version is not None and (stored is None or stored.version != expected_version):
+            raise conflict()
+        return stored
 
     async def _commit(
         self, scope: ContextScope, stored: StoredContext | None, context: Context
