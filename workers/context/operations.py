@@ -183,11 +183,11 @@ class ContextOperations:
         check_inline = self.policy.check_inline
         if unique and not budgeted:
             # The common case needs no walk: the first ``limit`` candidates are the selection.
-            selected = candidates[:limit]
-            for item in selected:
+            first = candidates[:limit]
+            for item in first:
                 check_inline(item)
             return ContextSelection(
-                request.purpose, Context(selected, version), [item.id for item in selected]
+                request.purpose, Context(first, version), [item.id for item in first]
             )
         seen: set[str] = set()
         selected: list[ContextItem] = []
