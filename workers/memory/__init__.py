@@ -5,7 +5,9 @@
 tests) and an optional :class:`MemorySearchProvider`.
 """
 
+from workers.memory.access import AccessPolicy
 from workers.memory.contracts import (
+    AuditEntry,
     DeleteInput,
     DeleteOutput,
     GetInput,
@@ -27,17 +29,22 @@ from workers.memory.contracts import (
     WriteOutput,
 )
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
-from workers.memory.ports import MemorySearchProvider, MemoryStore
+from workers.memory.ports import AuditEvent, MemorySearchProvider, MemoryStore
+from workers.memory.retention import HygieneReport, RetentionPolicy, RetentionRule, run_hygiene
 from workers.memory.stores.inprocess import InProcessMemoryStore
 from workers.memory.stores.sqlite import SqliteMemoryStore
 from workers.memory.worker import create_memory_worker
 
 __all__ = (
+    "AccessPolicy",
+    "AuditEntry",
+    "AuditEvent",
     "DeleteInput",
     "DeleteOutput",
     "GetInput",
     "GetOutput",
     "HistoryEntry",
+    "HygieneReport",
     "InProcessMemoryStore",
     "MemoryDraft",
     "MemoryErrorCode",
@@ -50,6 +57,8 @@ __all__ = (
     "OrderBy",
     "QueryInput",
     "QueryOutput",
+    "RetentionPolicy",
+    "RetentionRule",
     "SearchHit",
     "SearchInput",
     "SearchOutput",
@@ -59,4 +68,5 @@ __all__ = (
     "WriteInput",
     "WriteOutput",
     "create_memory_worker",
+    "run_hygiene",
 )

@@ -16,6 +16,8 @@ from msgspec import UNSET, Meta, UnsetType
 __all__ = (
     "DEFAULT_CATEGORY",
     "DEFAULT_NAMESPACE",
+    "ArchivedMode",
+    "AuditEntry",
     "DeleteInput",
     "DeleteOutput",
     "ExportLine",
@@ -36,6 +38,7 @@ __all__ = (
     "SearchOutput",
     "UpdateInput",
     "UpdateOutput",
+    "Visibility",
     "WriteInput",
     "WriteMode",
     "WriteOutput",
@@ -56,6 +59,10 @@ Timestamp = Annotated[datetime, Meta(tz=True)]
 
 OrderField = Literal["created_at", "updated_at", "last_used_at", "usage_count"]
 WriteMode = Literal["create", "upsert"]
+Visibility = Literal["private", "shared"]
+"""Who may see a record under access control: its owner only, or every principal."""
+ArchivedMode = Literal["exclude", "include", "only"]
+"""Whether a filter sees archived records: not at all (the default), too, or only them."""
 
 
 class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=False):
@@ -78,6 +85,14 @@ class MemoryDraft(_Frozen, frozen=True, forbid_unknown_fields=True):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     source: str | None = None
     """Where the record came from (a tool, a user, a document URI)."""
+    pinned: bool | None = None
+    """Pinned records are never archived or purged by retention. ``None``: a new record is not
+    pinned, an upsert keeps what the stored record has."""
+    visibility: Visibility | None = None
+    """``None``: the access policy's default for a new record; an upsert keeps the stored one."""
+    owner: Name | None = None
+    """The owning principal. Under access control the worker stamps the caller here (another
+    principal is ``FORBIDDEN``); without it, whatever is given is kept."""
 
 
 class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -97,6 +112,12 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     version: Annotated[int, Meta(ge=1)]
     usage_count: Annotated[int, Meta(ge=0)]
     last_used_at: Timestamp | None
+    # Governance fields come last, with defaults, so exports written before them still import.
+    pinned: bool = False
+    archived_at: Timestamp | None = None
+    """When retention archived the record (hidden from reads unless asked for); ``None``: live."""
+    owner: Name | None = None
+    visibility: Visibility = "shared"
 
 
 class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -104,9 +125,24 @@ class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
 
     id: NonEmpty
     version: Annotated[int, Meta(ge=1)]
-    change: Literal["create", "upsert", "update", "delete"]
+    change: Literal["create", "upsert", "update", "archive", "delete"]
     at: Timestamp
     record: MemoryItem
+
+
+class AuditEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """One access decision: who called which node on which records, and what was decided."""
+
+    seq: Annotated[int, Meta(ge=1)]
+    """Position in the log (increasing; also the cursor for reading it in pages)."""
+    at: Timestamp
+    principal: str | None
+    node: str
+    ids: list[str]
+    """The records the call touched or returned (for a denial: the ones it was denied)."""
+    decision: Literal["allow", "deny", "would-deny"]
+    """``would-deny``: observe mode let through what enforce mode would have refused."""
+    detail: str | None = None
 
 
 class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -120,6 +156,11 @@ class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
     """Replaces the whole metadata object (``{}`` clears it); never merged."""
     tags: list[Tag] | UnsetType = UNSET
     category: Name | UnsetType = UNSET
+    pinned: bool | UnsetType = UNSET
+    visibility: Visibility | UnsetType = UNSET
+    """Only the owner may change it under access control."""
+    archived: bool | UnsetType = UNSET
+    """``True`` archives the record now (history records an ``archive``), ``False`` revives it."""
     expected_version: Annotated[int, Meta(ge=1)] | None = None
     """When given, the update fails with ``CONFLICT`` unless the stored version equals it."""
 
@@ -142,6 +183,14 @@ class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
     created_before: Timestamp | None = None
     updated_after: Timestamp | None = None
     updated_before: Timestamp | None = None
+    inactive_before: Timestamp | None = None
+    """Neither updated nor used at or after this time (what retention measures)."""
+    pinned: bool | None = None
+    owner: Name | None = None
+    visible_to: Name | None = None
+    """Only records this principal may see: shared ones and its own. Under access control the
+    worker sets it to the caller."""
+    archived: ArchivedMode = "exclude"
 
 
 class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -154,6 +203,7 @@ class GetInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     keys: list[NonEmpty] = msgspec.field(default_factory=list)
     namespace: Name = DEFAULT_NAMESPACE
     """The namespace ``keys`` are looked up in (ids are global)."""
+    include_archived: bool = False
 
 
 class GetOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

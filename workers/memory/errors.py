@@ -25,6 +25,9 @@ class MemoryErrorCode(StrEnum):
     """The store does not offer this operation (for example a store that keeps no history)."""
     STORE_TIMEOUT = "STORE_TIMEOUT"
     """The store did not answer within its statement timeout (retryable)."""
+    FORBIDDEN = "FORBIDDEN"
+    """Access control refused the call: another principal's private record, or no principal
+    where ``acl.mode: enforce`` needs one."""
 
 
 class MemoryStoreError(DittoError):
@@ -53,6 +56,10 @@ def not_found(message: str) -> MemoryStoreError:
 
 def conflict(message: str) -> MemoryStoreError:
     return MemoryStoreError(message, code=ErrorCode.CONFLICT)
+
+
+def forbidden(message: str) -> MemoryStoreError:
+    return MemoryStoreError(message, code=MemoryErrorCode.FORBIDDEN)
 
 
 def key_taken(namespace: str, key: str | None) -> MemoryStoreError:

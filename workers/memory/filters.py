@@ -6,7 +6,12 @@ from __future__ import annotations
 from workers.memory.contracts import MemoryFilter, MemoryItem
 from workers.memory.records import to_micros
 
-__all__ = ("matches_filter",)
+__all__ = ("is_visible", "matches_filter")
+
+
+def is_visible(item: MemoryItem, principal: str) -> bool:
+    """Whether ``principal`` may see ``item``: it is shared, or the principal owns it."""
+    return item.visibility == "shared" or item.owner == principal
 
 
 def matches_filter(item: MemoryItem, filter: MemoryFilter) -> bool:
@@ -28,6 +33,22 @@ def matches_filter(item: MemoryItem, filter: MemoryFilter) -> bool:
         return False
     if filter.source is not None and item.source != filter.source:
         return False
+    if filter.archived == "exclude" and item.archived_at is not None:
+        return False
+    if filter.archived == "only" and item.archived_at is None:
+        return False
+    if filter.pinned is not None and item.pinned is not filter.pinned:
+        return False
+    if filter.owner is not None and item.owner != filter.owner:
+        return False
+    if filter.visible_to is not None and not is_visible(item, filter.visible_to):
+        return False
+    if filter.inactive_before is not None:
+        idle = to_micros(filter.inactive_before)
+        if to_micros(item.updated_at) >= idle or (
+            item.last_used_at is not None and to_micros(item.last_used_at) >= idle
+        ):
+            return False
     if filter.metadata is not None:
         for name, expected in filter.metadata.items():
             if name not in item.metadata or not _json_equal(item.metadata[name], expected):

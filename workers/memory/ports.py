@@ -6,11 +6,13 @@ from __future__ import annotations
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, Self, runtime_checkable
 
 from workers.memory.contracts import (
+    AuditEntry,
     HistoryEntry,
     MemoryDraft,
     MemoryFilter,
@@ -26,10 +28,26 @@ from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnava
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
 
-__all__ = ("MemorySearchProvider", "MemoryStore", "QueryPosition")
+__all__ = ("AuditEvent", "MemorySearchProvider", "MemoryStore", "QueryPosition")
 
 QueryPosition = tuple[int, str]
 """Where a QUERY page continues: the last record's order key (see ``records.order_key``) and id."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """An audit entry before the store numbers it (see :class:`AuditEntry`)."""
+
+    at: datetime
+    principal: str | None
+    node: str
+    ids: Sequence[str]
+    decision: Literal["allow", "deny", "would-deny"]
+    detail: str | None = field(default=None)
+
+
+def _unsupported(what: str) -> MemoryStoreError:
+    return MemoryStoreError(what, code=MemoryErrorCode.UNSUPPORTED)
 
 
 class MemoryStore(ABC):
@@ -110,9 +128,7 @@ class MemoryStore(ABC):
         with the record as it stood after the change, ``delete`` with its last state. The
         history outlives the record. A replayed write (nothing changed) and usage counters add
         nothing. Stores without history keep this default, which raises ``UNSUPPORTED``."""
-        raise MemoryStoreError(
-            "this memory store keeps no history", code=MemoryErrorCode.UNSUPPORTED
-        )
+        raise _unsupported("this memory store keeps no history")
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         """Store records exactly as given (ids, timestamps, versions and usage included), in one
@@ -121,7 +137,31 @@ class MemoryStore(ABC):
         of the keys is ``CONFLICT`` and nothing is stored. No history is written (it describes
         changes, and an import restores a state). Returns how many records were stored.
         Stores that cannot import keep this default, which raises ``UNSUPPORTED``."""
-        raise MemoryStoreError("this memory store cannot import", code=MemoryErrorCode.UNSUPPORTED)
+        raise _unsupported("this memory store cannot import")
+
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        """Append imported history entries in order, skipping any the store already holds (same
+        id, version and change), so importing a file twice adds nothing. Returns how many were
+        added. Stores without history keep this default, which raises ``UNSUPPORTED``."""
+        raise _unsupported("this memory store keeps no history")
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        """Append access decisions to the audit log (append-only, in order). Stores without an
+        audit log keep this default, which raises ``UNSUPPORTED``."""
+        raise _unsupported("this memory store keeps no audit log")
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries with ``seq > after`` (oldest first, at most ``limit``), only those of
+        ``principal`` when given. Pending entries are stored first, so a read sees every
+        decision made before it."""
+        raise _unsupported("this memory store keeps no audit log")
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        """Delete audit entries older than ``before`` (the audit retention rule); how many were
+        (or, with ``dry_run``, would be) deleted."""
+        raise _unsupported("this memory store keeps no audit log")
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:  # noqa: B027
         """Count one use of each record; the default does not track usage."""

@@ -29,6 +29,7 @@ __all__ = (
     "WriteStep",
     "apply_patch",
     "canonical_json",
+    "change_of_patch",
     "content_text",
     "from_micros",
     "history_entry",
@@ -127,6 +128,16 @@ def _draft_fields(draft: MemoryDraft | MemoryItem) -> bytes:
     )
 
 
+def _replays(draft: MemoryDraft, stored: MemoryItem) -> bool:
+    """Whether writing ``draft`` over ``stored`` would change nothing (``None`` flags keep the
+    stored value, so they never differ)."""
+    return (
+        _draft_fields(draft) == _draft_fields(stored)
+        and draft.pinned in (None, stored.pinned)
+        and draft.visibility in (None, stored.visibility)
+    )
+
+
 def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> MemoryItem:
     return MemoryItem(
         id=item_id or new_id(),
@@ -143,6 +154,10 @@ def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> M
         version=1,
         usage_count=0,
         last_used_at=None,
+        pinned=bool(draft.pinned),
+        archived_at=None,
+        owner=draft.owner,
+        visibility=draft.visibility or "shared",
     )
 
 
@@ -166,7 +181,9 @@ def plan_writes(
     ``create``: a key with identical fields replays the stored record; any difference is
     ``CONFLICT`` (and the caller rolls the whole batch back). ``upsert``: a key replaces the
     stored record's fields, keeping ``id``, ``created_at`` and usage statistics and bumping
-    ``version`` (an identical draft is a replay, not a new version).
+    ``version`` (an identical draft is a replay, not a new version). An upsert keeps the owner
+    (ownership never moves with a write), keeps ``pinned`` and ``visibility`` unless the draft
+    sets them, and revives an archived record.
 
     Raises:
         MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode.
@@ -176,7 +193,7 @@ def plan_writes(
         stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
         if stored is None:
             steps.append(WriteStep("insert", new_item(draft, now)))
-        elif _draft_fields(draft) == _draft_fields(stored):
+        elif _replays(draft, stored):
             steps.append(WriteStep("keep", stored))
         elif mode == "create":
             raise conflict(
@@ -194,12 +211,15 @@ def plan_writes(
                 source=draft.source,
                 updated_at=now,
                 version=stored.version + 1,
+                pinned=stored.pinned if draft.pinned is None else draft.pinned,
+                visibility=draft.visibility or stored.visibility,
+                archived_at=None,
             )
             steps.append(WriteStep("replace", replaced))
     return steps
 
 
-Change = Literal["create", "upsert", "update", "delete"]
+Change = Literal["create", "upsert", "update", "archive", "delete"]
 
 CHANGE_OF_STEP: dict[str, Change] = {"insert": "create", "replace": "upsert"}
 """The history change a write step records (``keep`` records none)."""
@@ -209,8 +229,20 @@ def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntr
     return HistoryEntry(item.id, item.version, change, at, item)
 
 
+_PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category", "pinned", "visibility")
+
+
+def change_of_patch(patch: MemoryPatch) -> Change:
+    """The history change a patch records: ``archive`` when it archives, else ``update``."""
+    return "archive" if patch.archived is True else "update"
+
+
 def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryItem:
     """The record after ``patch``; supplied fields replace, others keep their value.
+
+    ``archived`` alone does not touch ``updated_at``: archiving is not an edit, and retention
+    measures inactivity from the last edit or use. Archiving an archived record keeps its first
+    ``archived_at``.
 
     Raises:
         MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale.
@@ -220,9 +252,15 @@ def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryIt
             f"record {item.id} is at version {item.version}, not {patch.expected_version}",
             code=ErrorCode.CONFLICT,
         )
-    changes: dict[str, Any] = {"updated_at": now, "version": item.version + 1}
-    for name in ("content", "summary", "metadata", "tags", "category"):
+    changes: dict[str, Any] = {"version": item.version + 1}
+    for name in _PATCH_FIELDS:
         value = getattr(patch, name)
         if value is not msgspec.UNSET:
             changes[name] = value
+    if changes.keys() - {"version"}:
+        changes["updated_at"] = now
+    if patch.archived is True:
+        changes["archived_at"] = item.archived_at or now
+    elif patch.archived is False:
+        changes["archived_at"] = None
     return msgspec.structs.replace(item, **changes)

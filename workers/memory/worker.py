@@ -8,6 +8,8 @@ provider output, and maps failures to stable codes. Stores only store.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -19,11 +21,15 @@ from ditto.contracts.jsonvalue import check_json
 from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
+from workers.memory.access import AccessControl, AccessPolicy
 from workers.memory.contracts import (
+    DEFAULT_NAMESPACE,
     DeleteInput,
     DeleteOutput,
     GetInput,
     GetOutput,
+    MemoryDraft,
+    MemoryFilter,
     MemoryItem,
     QueryInput,
     QueryOutput,
@@ -36,10 +42,16 @@ from workers.memory.contracts import (
     WriteOutput,
 )
 from workers.memory.cursor import decode_cursor, encode_cursor
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
+from workers.memory.errors import (
+    MemoryErrorCode,
+    MemoryStoreError,
+    SearchUnavailableError,
+    forbidden,
+)
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore
 from workers.memory.records import Clock, now_from, order_key, utc_now
+from workers.memory.retention import HygieneReport, RetentionPolicy, run_hygiene
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
 
@@ -48,7 +60,17 @@ logger = logging.getLogger("ditto.workers.memory")
 MAX_LIMIT = 10_000
 T = TypeVar("T")
 
-_PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category")
+_PATCH_FIELDS = (
+    "content",
+    "summary",
+    "metadata",
+    "tags",
+    "category",
+    "pinned",
+    "visibility",
+    "archived",
+)
+_HIDDEN = "private records of another principal"
 
 
 class _BackendOutputError(DittoError):
@@ -141,6 +163,7 @@ class _MemoryNodes:
         search_limit: int,
         track_usage: bool,
         clock: Clock,
+        access: AccessControl,
     ) -> None:
         self.store = store
         self.search_provider = search
@@ -148,9 +171,38 @@ class _MemoryNodes:
         self.search_limit = search_limit
         self.track_usage = track_usage
         self.clock = clock
+        self.access = access
+        self.hygiene: _PeriodicHygiene | None = None
+
+    def _visible_filter(self, filter: MemoryFilter, principal: str | None) -> MemoryFilter:
+        """``filter`` narrowed to what the caller may see (enforcing), inside the store and so
+        before the limit."""
+        if not self.access.enforcing:
+            return filter
+        if filter.visible_to not in (None, principal):
+            raise forbidden("visible_to can only name the calling principal")
+        return msgspec.structs.replace(filter, visible_to=principal)
+
+    async def _checked_reads(
+        self, ctx: NodeContext, items: list[MemoryItem], principal: str | None
+    ) -> list[MemoryItem]:
+        """Apply (enforce) or report (observe) access control to records a read returns, and
+        audit what is returned."""
+        if self.access.checks:
+            hidden = self.access.hidden(items, principal)
+            if hidden:
+                await self.access.refuse(ctx, hidden, _HIDDEN, read=True)
+                if self.access.enforcing:
+                    refused = set(hidden)
+                    items = [item for item in items if item.id not in refused]
+        await self.access.record(ctx, [item.id for item in items])
+        return items
 
     async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(request)
+        principal = self.access.principal(ctx)
         ids = list(dict.fromkeys(request.ids))
         keys = list(dict.fromkeys(request.keys))
         if not ids and not keys:
@@ -169,23 +221,27 @@ class _MemoryNodes:
         }
         ordered: dict[str, MemoryItem] = {}
         for item in [by_id.get(item_id) for item_id in ids] + [by_key.get(key) for key in keys]:
-            if item is not None:
+            if item is not None and (request.include_archived or item.archived_at is None):
                 ordered.setdefault(item.id, item)
-        return GetOutput(list(ordered.values()))
+        return GetOutput(await self._checked_reads(ctx, list(ordered.values()), principal))
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(request)
+        principal = self.access.principal(ctx)
+        filter = self._visible_filter(request.filter, principal)
         limit = request.limit or self.query_limit
         # Open first: a store that keeps its cursor key loads it when it opens.
         await _backend(self.store.open())
         secret = self.store.cursor_secret
         after = (
-            decode_cursor(secret, request.filter, request.order_by, request.cursor)
+            decode_cursor(secret, filter, request.order_by, request.cursor)
             if request.cursor is not None
             else None
         )
         items = _check_items(
-            await _backend(self.store.query(request.filter, request.order_by, limit + 1, after)),
+            await _backend(self.store.query(filter, request.order_by, limit + 1, after)),
             "QUERY output",
         )
         if len(items) > limit + 1:
@@ -195,13 +251,18 @@ class _MemoryNodes:
         if len(items) > limit:
             last = page[-1]
             position = (order_key(last, request.order_by.field), last.id)
-            next_cursor = encode_cursor(secret, request.filter, request.order_by, position)
-        return QueryOutput(page, next_cursor)
+            next_cursor = encode_cursor(secret, filter, request.order_by, position)
+        return QueryOutput(await self._checked_reads(ctx, page, principal), next_cursor)
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(request, lambda: msgspec.structs.replace(request, query=None))
+        principal = self.access.principal(ctx)
         limit = request.limit or self.search_limit
-        request = msgspec.structs.replace(request, limit=limit)
+        request = msgspec.structs.replace(
+            request, limit=limit, filter=self._visible_filter(request.filter, principal)
+        )
         provider: MemorySearchProvider | MemoryStore
         if self.search_provider is not None:
             provider = self.search_provider
@@ -220,6 +281,10 @@ class _MemoryNodes:
                 raise _off_contract("SEARCH returned a non-finite score")
             if not matches_filter(hit.memory, request.filter):
                 raise _off_contract("SEARCH returned a record outside the filter")
+        returned = await self._checked_reads(ctx, [hit.memory for hit in hits], principal)
+        if len(returned) < len(hits):  # never when enforcing: the store filtered already
+            kept = {item.id for item in returned}
+            hits = [hit for hit in hits if hit.memory.id in kept]
         if self.track_usage and hits:
             await _backend(
                 self.store.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
@@ -227,6 +292,8 @@ class _MemoryNodes:
         return SearchOutput(hits)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(
             request,
             lambda: WriteInput(
@@ -248,17 +315,51 @@ class _MemoryNodes:
             seen.add((draft.namespace, draft.key))
         if not request.memories:
             return WriteOutput([])
-        items = _check_items(
-            await _backend(self.store.write(request.memories, request.mode)), "WRITE output"
-        )
+        drafts = request.memories
+        if self.access.checks:
+            drafts = await self._stamped(ctx, drafts)
+        items = _check_items(await _backend(self.store.write(drafts, request.mode)), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
             for item, draft in zip(items, request.memories, strict=True)
         ):
             raise _off_contract("WRITE must return one record per draft, in order")
+        await self.access.record(ctx, [item.id for item in items])
         return WriteOutput(items)
 
+    async def _stamped(self, ctx: NodeContext, drafts: list[MemoryDraft]) -> list[MemoryDraft]:
+        """Drafts with the caller as owner and the default visibility for new records; a
+        draft naming another owner, or landing on another principal's private record, is
+        refused."""
+        principal = self.access.principal(ctx)
+        foreign = [d.owner for d in drafts if d.owner is not None and d.owner != principal]
+        if foreign:
+            await self.access.refuse(ctx, [], "a draft names another principal as its owner")
+        by_namespace: dict[str, list[str]] = {}
+        for draft in drafts:
+            if draft.key is not None:
+                by_namespace.setdefault(draft.namespace, []).append(draft.key)
+        existing: set[tuple[str, str | None]] = set()
+        for namespace, keys in by_namespace.items():
+            stored = await _backend(self.store.get([], keys, namespace))
+            hidden = self.access.hidden(stored, principal)
+            if hidden:
+                await self.access.refuse(ctx, hidden, _HIDDEN)
+            existing.update((item.namespace, item.key) for item in stored)
+        default = self.access.policy.default_visibility
+        return [
+            msgspec.structs.replace(
+                draft,
+                owner=draft.owner or principal,
+                visibility=draft.visibility
+                or (None if (draft.namespace, draft.key) in existing else default),
+            )
+            for draft in drafts
+        ]
+
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(
             request,
             lambda: UpdateInput(
@@ -272,7 +373,7 @@ class _MemoryNodes:
             if all(getattr(patch, name) is msgspec.UNSET for name in _PATCH_FIELDS):
                 raise MemoryStoreError(
                     f"updates[{position}]: nothing to change (give content, summary, metadata, "
-                    "tags or category)"
+                    "tags, category, pinned, visibility or archived)"
                 )
             if patch.content is not msgspec.UNSET:
                 check_json(patch.content, f"updates[{position}].content")
@@ -280,16 +381,41 @@ class _MemoryNodes:
                 check_json(patch.metadata, f"updates[{position}].metadata")
         if not ids:
             return UpdateOutput([])
+        if self.access.checks:
+            principal = self.access.principal(ctx)
+            found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
+            stored = {item.id: item for item in found}
+            hidden = self.access.hidden(list(stored.values()), principal)
+            if hidden:
+                await self.access.refuse(ctx, hidden, _HIDDEN)
+            not_owned = [
+                patch.id
+                for patch in request.updates
+                if patch.visibility is not msgspec.UNSET
+                and patch.id in stored
+                and stored[patch.id].owner not in (None, principal)
+            ]
+            if not_owned:
+                await self.access.refuse(ctx, not_owned, "only the owner may change visibility")
         items = _check_items(await _backend(self.store.update(request.updates)), "UPDATE output")
         if [item.id for item in items] != ids:
             raise _off_contract("UPDATE must return each requested record once, in order")
+        await self.access.record(ctx, ids)
         return UpdateOutput(items)
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
         _check_text(request)
         ids = list(dict.fromkeys(request.ids))
         if not ids:
             return DeleteOutput([])
+        if self.access.checks:
+            principal = self.access.principal(ctx)
+            found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
+            hidden = self.access.hidden(found, principal)
+            if hidden:
+                await self.access.refuse(ctx, hidden, _HIDDEN)
         deleted = await _backend(self.store.delete(ids))
         requested = set(ids)
         if (
@@ -298,7 +424,63 @@ class _MemoryNodes:
             or len(set(deleted)) != len(deleted)
         ):
             raise _off_contract("DELETE must return unique ids from the request")
+        await self.access.record(ctx, deleted)
         return DeleteOutput(deleted)
+
+
+class _PeriodicHygiene:
+    """Runs retention every ``interval`` seconds in the background, never two runs at once.
+
+    It starts with the worker's first call (a handler is the first place with a running event
+    loop) and stops when the runtime disposes the worker."""
+
+    def __init__(
+        self, store: MemoryStore, policy: RetentionPolicy, interval: float, clock: Clock
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.interval = interval
+        self.clock = clock
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task[None] | None = None
+        self.runs = 0
+
+    def ensure_started(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(
+                self._loop(), name="ditto-memory-hygiene"
+            )
+
+    async def run_once(self) -> HygieneReport | None:
+        """One run, or ``None`` when a run is already going."""
+        if self.lock.locked():
+            return None
+        async with self.lock:
+            report = await run_hygiene(self.store, self.policy, clock=self.clock)
+            self.runs += 1
+            return report
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                report = await self.run_once()
+            except Exception:
+                logger.exception("memory hygiene failed; it will run again in %ss", self.interval)
+                continue
+            if report is not None and (report.archived or report.purged):
+                logger.info(
+                    "memory hygiene archived %d and purged %d records",
+                    len(report.archived),
+                    len(report.purged),
+                )
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def create_memory_worker(
@@ -310,6 +492,10 @@ def create_memory_worker(
     track_usage: bool = True,
     concurrency: int | None = None,
     clock: Clock = utc_now,
+    access: AccessPolicy | None = None,
+    audit: bool = False,
+    retention: RetentionPolicy | None = None,
+    hygiene_interval_s: float | None = None,
 ) -> WorkerDefinition:
     """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``.
 
@@ -322,15 +508,29 @@ def create_memory_worker(
         search_limit: SEARCH hit count when the request gives none (1..10000).
         track_usage: Count each SEARCH hit as a use (``usage_count``, ``last_used_at``).
         concurrency: Most calls one replica runs at once (``None``: unlimited).
-        clock: Time of usage stamps.
+        clock: Time of usage stamps, audit entries and retention.
+        access: Access control (default: off); see :mod:`workers.memory.access`.
+        audit: Append every read and write decision to the store's audit log.
+        retention: Rules for :func:`~workers.memory.retention.run_hygiene`.
+        hygiene_interval_s: Run hygiene with ``retention`` every this many seconds in the
+            background (never two runs at once); ``None``: only when asked.
 
     Raises:
-        InvalidInputError: A limit is not an integer from 1 to 10000.
+        InvalidInputError: A limit is not an integer from 1 to 10000, or a hygiene interval
+            without a retention policy.
     """
     if not isinstance(store, MemoryStore):
         raise InvalidInputError("store must be a MemoryStore")
     if search is not None and not isinstance(search, MemorySearchProvider):
         raise InvalidInputError("search must have an async search(input, ctx) method")
+    if hygiene_interval_s is not None and (
+        retention is None
+        or isinstance(hygiene_interval_s, bool)
+        or not isinstance(hygiene_interval_s, int | float)
+        or not 0 < hygiene_interval_s < math.inf
+    ):
+        raise InvalidInputError("hygiene_interval_s needs a retention policy and a positive number")
+    control = AccessControl(access or AccessPolicy(), store, audit=audit, clock=clock)
     nodes = _MemoryNodes(
         store,
         search,
@@ -338,7 +538,12 @@ def create_memory_worker(
         _check_limit("search_limit", search_limit),
         track_usage,
         clock,
+        control,
     )
+    hygiene = None
+    if retention is not None and hygiene_interval_s is not None:
+        hygiene = _PeriodicHygiene(store, retention, float(hygiene_interval_s), clock)
+        nodes.hygiene = hygiene
     return define_worker(
         "memory",
         {
@@ -350,4 +555,5 @@ def create_memory_worker(
             "MEMORY.DELETE": nodes.delete,
         },
         concurrency=concurrency,
+        dispose=None if hygiene is None else hygiene.stop,
     )

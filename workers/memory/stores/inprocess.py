@@ -10,11 +10,13 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from workers.memory.contracts import (
+    AuditEntry,
     HistoryEntry,
     MemoryDraft,
     MemoryFilter,
@@ -27,11 +29,12 @@ from workers.memory.contracts import (
 )
 from workers.memory.errors import MemoryStoreError, key_taken, not_found
 from workers.memory.filters import matches_filter
-from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
     apply_patch,
+    change_of_patch,
     content_text,
     history_entry,
     now_from,
@@ -64,6 +67,8 @@ class InProcessMemoryStore(MemoryStore):
         self._keys: dict[tuple[str, str], str] = {}
         self._terms: dict[str, Counter[str]] = {}
         self._history: dict[str, list[HistoryEntry]] = {}
+        self._audit: list[AuditEntry] = []
+        self._audit_seq = 0
 
     # ----------------------------------------------------------------- reads
 
@@ -153,9 +158,9 @@ class InProcessMemoryStore(MemoryStore):
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
         updated = [apply_patch(_copy(self._items[patch.id]), patch, now) for patch in patches]
-        for item in updated:  # only after every patch applied: all or nothing
+        for item, patch in zip(updated, patches, strict=True):  # all applied: all or nothing
             self._put(item)
-            self._log(history_entry(item, "update", item.updated_at))
+            self._log(history_entry(item, change_of_patch(patch), now))
         return [_copy(item) for item in updated]
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
@@ -194,6 +199,49 @@ class InProcessMemoryStore(MemoryStore):
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return [_copy_entry(entry) for entry in self._history.get(id, [])]
+
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        added = 0
+        for entry in entries:
+            log = self._history.setdefault(entry.id, [])
+            if not any((e.version, e.change) == (entry.version, entry.change) for e in log):
+                log.append(_copy_entry(entry))
+                added += 1
+        return added
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        for event in events:
+            self._audit_seq += 1
+            self._audit.append(
+                AuditEntry(
+                    self._audit_seq,
+                    event.at,
+                    event.principal,
+                    event.node,
+                    list(event.ids),
+                    event.decision,
+                    event.detail,
+                )
+            )
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        entries = (
+            entry
+            for entry in self._audit
+            if entry.seq > after and (principal is None or entry.principal == principal)
+        )
+        return [
+            msgspec.structs.replace(entry, ids=list(entry.ids)) for entry in islice(entries, limit)
+        ]
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        kept = [entry for entry in self._audit if entry.at >= before]
+        purged = len(self._audit) - len(kept)
+        if not dry_run:
+            self._audit = kept
+        return purged
 
     def _log(self, entry: HistoryEntry) -> None:
         self._history.setdefault(entry.id, []).append(_copy_entry(entry))

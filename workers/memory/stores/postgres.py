@@ -36,6 +36,7 @@ import asyncpg
 import msgspec
 
 from workers.memory.contracts import (
+    AuditEntry,
     HistoryEntry,
     MemoryDraft,
     MemoryFilter,
@@ -47,11 +48,12 @@ from workers.memory.contracts import (
     WriteMode,
 )
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, conflict, not_found
-from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
     apply_patch,
+    change_of_patch,
     from_micros,
     history_entry,
     now_from,
@@ -61,8 +63,8 @@ from workers.memory.records import (
 )
 from workers.memory.search.text import query_words
 from workers.memory.stores.postgres_sql import (
-    COLUMN_NAMES,
     MIGRATIONS,
+    STORED_COLUMNS,
     Params,
     columns,
     item_values,
@@ -70,7 +72,6 @@ from workers.memory.stores.postgres_sql import (
     order_clause,
     quoted_schema,
     records,
-    search_text,
     where_clause,
 )
 from workers.memory.stores.rows import row_to_item
@@ -290,7 +291,7 @@ class PostgresMemoryStore(MemoryStore):
     ) -> list[MemoryItem]:
         await self._ready()
         params = Params()
-        where = where_clause(filter, params)
+        where = where_clause(filter, params, self._s)
         expression, direction, comparison = order_clause(order)
         if after is not None:
             last = f"({params.add(after[0])}, {params.add(after[1])})"
@@ -394,27 +395,16 @@ class PostgresMemoryStore(MemoryStore):
             )
 
     async def _insert(self, connection: Connection, rows: list[tuple[Any, ...]]) -> None:
-        names = ", ".join((*COLUMN_NAMES, "search_text"))
         await connection.copy_records_to_table(
-            "memories", schema_name=self.schema, columns=names.split(", "), records=rows
+            "memories", schema_name=self.schema, columns=list(STORED_COLUMNS), records=rows
         )
 
     async def _replace(self, connection: Connection, item: MemoryItem) -> None:
         values = item_values(item)
+        changed = STORED_COLUMNS[3:]  # everything but id, key and namespace
+        assignments = ", ".join(f"{name} = ${n}" for n, name in enumerate(changed, start=2))
         await connection.execute(
-            f"UPDATE {self._s}.memories SET content = $2, summary = $3, category = $4, tags = $5, "
-            "metadata = $6, source = $7, updated_at = $8, version = $9, search_text = $10 "
-            "WHERE id = $1",
-            item.id,
-            values[3],
-            values[4],
-            values[5],
-            values[6],
-            values[7],
-            values[8],
-            values[10],
-            values[11],
-            search_text(item),
+            f"UPDATE {self._s}.memories SET {assignments} WHERE id = $1", item.id, *values[3:]
         )
 
     async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
@@ -445,7 +435,13 @@ class PostgresMemoryStore(MemoryStore):
         updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
         for item in updated:
             await self._replace(connection, item)
-        await self._log(connection, [history_entry(item, "update", now) for item in updated])
+        await self._log(
+            connection,
+            [
+                history_entry(item, change_of_patch(patch), now)
+                for item, patch in zip(updated, patches, strict=True)
+            ],
+        )
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
@@ -470,9 +466,9 @@ class PostgresMemoryStore(MemoryStore):
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         await self._ready()
         s = self._s
-        names = ", ".join((*COLUMN_NAMES, "search_text"))
-        marks = ", ".join(f"${n}" for n in range(1, len(COLUMN_NAMES) + 2))
-        updates = ", ".join(f"{name} = excluded.{name}" for name in (*COLUMN_NAMES, "search_text"))
+        names = ", ".join(STORED_COLUMNS)
+        marks = ", ".join(f"${n}" for n in range(1, len(STORED_COLUMNS) + 1))
+        updates = ", ".join(f"{name} = excluded.{name}" for name in STORED_COLUMNS)
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
             try:
                 await connection.executemany(
@@ -513,6 +509,79 @@ class PostgresMemoryStore(MemoryStore):
                 HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
             )
         return entries
+
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        await self._ready()
+        added = 0
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            for entry in entries:
+                present = await connection.fetchval(
+                    f"SELECT 1 FROM {self._s}.memory_history "
+                    "WHERE id = $1 AND version = $2 AND change = $3",
+                    entry.id,
+                    entry.version,
+                    entry.change,
+                )
+                if present is None:
+                    await self._log(connection, [entry])
+                    added += 1
+        return added
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        await self._ready()
+        async with _translated():
+            await self.pool.executemany(
+                f"INSERT INTO {self._s}.memory_audit (at, principal, node, ids, decision, detail) "
+                "VALUES ($1, $2, $3, $4, $5, $6)",
+                [
+                    (
+                        to_micros(e.at),
+                        e.principal,
+                        e.node,
+                        _encode(list(e.ids)).decode(),
+                        e.decision,
+                        e.detail,
+                    )
+                    for e in events
+                ],
+            )
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        await self._ready()
+        async with _translated():
+            rows = await self.pool.fetch(
+                "SELECT seq, at, principal, node, ids, decision, detail "
+                f"FROM {self._s}.memory_audit WHERE seq > $1 "
+                "AND ($2::text IS NULL OR principal = $2) ORDER BY seq LIMIT $3",
+                after,
+                principal,
+                limit,
+            )
+        return [
+            AuditEntry(
+                row["seq"],
+                from_micros(row["at"]),
+                row["principal"],
+                row["node"],
+                msgspec.json.decode(row["ids"]),
+                row["decision"],
+                row["detail"],
+            )
+            for row in rows
+        ]
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        await self._ready()
+        sql = (
+            f"SELECT count(*) FROM {self._s}.memory_audit WHERE at < $1"
+            if dry_run
+            else f"WITH gone AS (DELETE FROM {self._s}.memory_audit WHERE at < $1 RETURNING 1) "
+            "SELECT count(*) FROM gone"
+        )
+        async with _translated():
+            return int(await self.pool.fetchval(sql, to_micros(before)))
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         micros = to_micros(at)

@@ -13,10 +13,11 @@ from typing import Any
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.records import canonical_json, content_text, to_micros
-from workers.memory.stores.rows import record_values
+from workers.memory.stores.rows import GOVERNANCE_COLUMNS, governance_values, record_values
 
 __all__ = (
     "MIGRATIONS",
+    "STORED_COLUMNS",
     "Params",
     "columns",
     "item_values",
@@ -95,6 +96,25 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             """,
             f"CREATE INDEX memory_history_id ON {s}.memory_history (id, seq)",
         ),
+        (
+            # Governance: pinning, archiving (retention), ownership and visibility (access).
+            f"ALTER TABLE {s}.memories ADD COLUMN pinned boolean NOT NULL DEFAULT false, "
+            "ADD COLUMN archived_at bigint, ADD COLUMN owner text, "
+            "ADD COLUMN visibility text NOT NULL DEFAULT 'shared'",
+            # Append-only: rows are only ever inserted, and deleted by the audit retention rule.
+            f"""
+            CREATE TABLE {s}.memory_audit (
+                seq bigserial PRIMARY KEY,
+                at bigint NOT NULL,
+                principal text,
+                node text NOT NULL,
+                ids text NOT NULL,
+                decision text NOT NULL,
+                detail text
+            )
+            """,
+            f"CREATE INDEX memory_audit_at ON {s}.memory_audit (at)",
+        ),
     )
 
 
@@ -115,10 +135,19 @@ COLUMN_NAMES = (
 """The columns of ``memories`` a record is read from (usage comes from ``memory_usage``)."""
 
 
+STORED_COLUMNS = (*COLUMN_NAMES, *GOVERNANCE_COLUMNS, "search_text")
+"""What a write stores in ``memories``, in the order of :func:`item_values`."""
+
+
 def columns() -> str:
-    """A record's columns over ``records(schema)``."""
+    """A record's columns over ``records(schema)``, in the order ``row_to_item`` reads."""
     return ", ".join(
-        [*(f"m.{name}" for name in COLUMN_NAMES), "coalesce(u.usage_count, 0)", "u.last_used_at"]
+        [
+            *(f"m.{name}" for name in COLUMN_NAMES),
+            "coalesce(u.usage_count, 0)",
+            "u.last_used_at",
+            *(f"m.{name}" for name in GOVERNANCE_COLUMNS),
+        ]
     )
 
 
@@ -135,9 +164,8 @@ def search_text(item: MemoryItem) -> str:
 
 
 def item_values(item: MemoryItem) -> tuple[Any, ...]:
-    """Values for the ``COLUMN_NAMES`` columns plus ``search_text``, in that order (a new
-    record has no usage row yet)."""
-    return (*record_values(item), search_text(item))
+    """Values for ``STORED_COLUMNS``, in that order (a new record has no usage row yet)."""
+    return (*record_values(item), *governance_values(item), search_text(item))
 
 
 class Params:
@@ -151,8 +179,8 @@ class Params:
         return f"${len(self.values)}"
 
 
-def where_clause(filter: MemoryFilter, params: Params) -> str:
-    """``filter`` as SQL over the alias ``m`` (``TRUE`` when empty)."""
+def where_clause(filter: MemoryFilter, params: Params, schema: str) -> str:
+    """``filter`` as SQL over the alias ``m`` of ``schema`` (quoted), ``TRUE`` when empty."""
     parts: list[str] = []
     for column, value in (
         ("m.namespace", filter.namespace),
@@ -173,6 +201,23 @@ def where_clause(filter: MemoryFilter, params: Params) -> str:
         path = params.add(name)
         value = params.add(canonical_json(expected).decode())
         parts.append(f"(m.metadata::jsonb -> {path}::text) = {value}::jsonb")
+    if filter.archived == "exclude":
+        parts.append("m.archived_at IS NULL")
+    elif filter.archived == "only":
+        parts.append("m.archived_at IS NOT NULL")
+    if filter.pinned is not None:
+        parts.append(f"m.pinned = {params.add(filter.pinned)}")
+    if filter.owner is not None:
+        parts.append(f"m.owner = {params.add(filter.owner)}")
+    if filter.visible_to is not None:
+        parts.append(f"(m.visibility = 'shared' OR m.owner = {params.add(filter.visible_to)})")
+    if filter.inactive_before is not None:
+        # Usage lives in its own table; a subquery keeps this usable where only `m` is joined.
+        idle = params.add(to_micros(filter.inactive_before))
+        parts.append(
+            f"m.updated_at < {idle} AND NOT EXISTS (SELECT 1 FROM {schema}.memory_usage used "
+            f"WHERE used.id = m.id AND used.last_used_at >= {idle})"
+        )
     for column, bound, operator in (
         ("m.created_at", filter.created_after, ">"),
         ("m.created_at", filter.created_before, "<"),
@@ -188,7 +233,7 @@ def keyword_search_sql(s: str, filter: MemoryFilter, params: Params, limit: int)
     """Ranked keyword search; ``$1`` is the ``websearch_to_tsquery`` text. Records are ranked
     and limited first, then joined with their usage counters, so the join touches ``limit`` rows,
     not every match (filters never involve usage)."""
-    where = where_clause(filter, params)
+    where = where_clause(filter, params, s)
     limit_mark = params.add(limit)
     ranked = (
         f"SELECT m.*, ts_rank_cd(m.tsv, q) AS score "

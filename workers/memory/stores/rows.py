@@ -1,7 +1,8 @@
 """Rows of the SQL stores as records: both select a record's columns in this order::
 
     id, key, namespace, content, summary, category, tags, metadata, source,
-    created_at, updated_at, version, usage_count, last_used_at
+    created_at, updated_at, version, usage_count, last_used_at,
+    pinned, archived_at, owner, visibility
 
 with JSON text for content, tags and metadata and integer microseconds for timestamps.
 """
@@ -15,7 +16,10 @@ import msgspec
 from workers.memory.contracts import MemoryItem
 from workers.memory.records import from_micros, to_micros
 
-__all__ = ("record_values", "row_to_item")
+__all__ = ("GOVERNANCE_COLUMNS", "governance_values", "record_values", "row_to_item")
+
+GOVERNANCE_COLUMNS = ("pinned", "archived_at", "owner", "visibility")
+"""The columns after the usage counters, in the order above."""
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -39,6 +43,12 @@ def record_values(item: MemoryItem) -> tuple[Any, ...]:
     )
 
 
+def governance_values(item: MemoryItem) -> tuple[Any, ...]:
+    """A record's ``GOVERNANCE_COLUMNS`` values (``pinned`` as a boolean; SQLite stores 0/1)."""
+    archived_at = None if item.archived_at is None else to_micros(item.archived_at)
+    return (item.pinned, archived_at, item.owner, item.visibility)
+
+
 def row_to_item(row: Any) -> MemoryItem:
     """A record from a row (a tuple or an ``asyncpg.Record``) in the order above."""
     return MemoryItem(
@@ -56,4 +66,8 @@ def row_to_item(row: Any) -> MemoryItem:
         version=row[11],
         usage_count=row[12],
         last_used_at=None if row[13] is None else from_micros(row[13]),
+        pinned=bool(row[14]),
+        archived_at=None if row[15] is None else from_micros(row[15]),
+        owner=row[16],
+        visibility=row[17],
     )

@@ -32,6 +32,7 @@ import msgspec
 
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import (
+    AuditEntry,
     HistoryEntry,
     MemoryDraft,
     MemoryFilter,
@@ -43,11 +44,12 @@ from workers.memory.contracts import (
     WriteMode,
 )
 from workers.memory.errors import MemoryStoreError, key_taken, not_found
-from workers.memory.ports import MemoryStore, QueryPosition
+from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
     apply_patch,
+    change_of_patch,
     from_micros,
     history_entry,
     now_from,
@@ -81,12 +83,11 @@ T = TypeVar("T")
 
 _CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
 _USAGE_DELAY = 0.05
-_INSERT = (
-    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
-    "source = ?, updated_at = ?, version = ? WHERE id = ? RETURNING seq"
+    "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
+    "visibility = ? WHERE id = ? RETURNING seq"
 )
 
 
@@ -356,7 +357,7 @@ class SqliteMemoryStore(MemoryStore):
     def _replace(self, connection: sqlite3.Connection, item: MemoryItem) -> None:
         row = item_row(item)
         (seq,) = connection.execute(
-            _REPLACE, (row[3], row[4], row[5], row[6], row[7], row[8], row[10], row[11], item.id)
+            _REPLACE, (*row[3:9], row[10], row[11], *row[14:18], item.id)
         ).fetchone()
         connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
         connection.execute(
@@ -385,7 +386,13 @@ class SqliteMemoryStore(MemoryStore):
         updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
         for item in updated:
             self._replace(connection, item)
-        _log(connection, [history_entry(item, "update", now) for item in updated])
+        _log(
+            connection,
+            [
+                history_entry(item, change_of_patch(patch), now)
+                for item, patch in zip(updated, patches, strict=True)
+            ],
+        )
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
@@ -439,6 +446,54 @@ class SqliteMemoryStore(MemoryStore):
             entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
         return entries
 
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        return await self._write(self._restore_history, list(entries))
+
+    def _restore_history(self, connection: sqlite3.Connection, entries: list[HistoryEntry]) -> int:
+        added = 0
+        for entry in entries:
+            present = connection.execute(
+                "SELECT 1 FROM memory_history WHERE id = ? AND version = ? AND change = ?",
+                (entry.id, entry.version, entry.change),
+            ).fetchone()
+            if present is None:
+                _log(connection, [entry])
+                added += 1
+        return added
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        rows = [
+            (
+                to_micros(e.at),
+                e.principal,
+                e.node,
+                _encode_item.encode(list(e.ids)).decode(),
+                e.decision,
+                e.detail,
+            )
+            for e in events
+        ]
+        await self._write(_append_audit, rows)
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        return await self._read(self._audit_log, after, limit, principal)
+
+    def _audit_log(self, after: int, limit: int, principal: str | None) -> list[AuditEntry]:
+        sql = (
+            "SELECT seq, at, principal, node, ids, decision, detail FROM memory_audit WHERE seq > ?"
+        )
+        params: list[Any] = [after]
+        if principal is not None:
+            sql += " AND principal = ?"
+            params.append(principal)
+        rows = self._connection().execute(sql + " ORDER BY seq LIMIT ?", [*params, limit])
+        return [_audit_entry(row) for row in rows]
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        return await self._write(_purge_audit, to_micros(before), dry_run)
+
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         micros = to_micros(at)
         with self._usage_lock:
@@ -480,6 +535,30 @@ def _log(connection: sqlite3.Connection, entries: list[HistoryEntry]) -> None:
                 for e in entries
             ],
         )
+
+
+def _append_audit(connection: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    connection.executemany(
+        "INSERT INTO memory_audit (at, principal, node, ids, decision, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def _purge_audit(connection: sqlite3.Connection, before: int, dry_run: bool) -> int:
+    if dry_run:
+        (count,) = connection.execute(
+            "SELECT count(*) FROM memory_audit WHERE at < ?", (before,)
+        ).fetchone()
+        return int(count)
+    return connection.execute("DELETE FROM memory_audit WHERE at < ?", (before,)).rowcount
+
+
+def _audit_entry(row: Any) -> AuditEntry:
+    seq, at, principal, node, ids, decision, detail = row
+    return AuditEntry(
+        seq, from_micros(at), principal, node, msgspec.json.decode(ids), decision, detail
+    )
 
 
 def _log_failure(future: Future[None]) -> None:

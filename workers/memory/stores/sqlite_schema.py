@@ -57,7 +57,28 @@ _V2 = (
     "CREATE INDEX memory_history_id ON memory_history(id, seq)",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+_V3 = (
+    # Governance: pinning, archiving (retention), ownership and visibility (access control).
+    "ALTER TABLE memories ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE memories ADD COLUMN archived_at INTEGER",
+    "ALTER TABLE memories ADD COLUMN owner TEXT",
+    "ALTER TABLE memories ADD COLUMN visibility TEXT NOT NULL DEFAULT 'shared'",
+    # Append-only: rows are only ever inserted, and deleted by the audit retention rule.
+    """
+    CREATE TABLE memory_audit (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        principal TEXT,
+        node TEXT NOT NULL,
+        ids TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        detail TEXT
+    ) STRICT
+    """,
+    "CREATE INDEX memory_audit_at ON memory_audit(at)",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

@@ -14,7 +14,7 @@ from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
-from workers.memory.stores.rows import record_values
+from workers.memory.stores.rows import governance_values, record_values
 
 __all__ = (
     "COLUMNS",
@@ -30,12 +30,13 @@ __all__ = (
 
 INSERT_COLUMNS = (
     "id, key, namespace, content, summary, category, tags, metadata, source, created_at, "
-    "updated_at, version, usage_count, last_used_at"
+    "updated_at, version, usage_count, last_used_at, pinned, archived_at, owner, visibility"
 )
 
 COLUMNS = (
     "m.id, m.key, m.namespace, m.content, m.summary, m.category, m.tags, m.metadata, m.source, "
-    "m.created_at, m.updated_at, m.version, m.usage_count, m.last_used_at"
+    "m.created_at, m.updated_at, m.version, m.usage_count, m.last_used_at, m.pinned, "
+    "m.archived_at, m.owner, m.visibility"
 )
 
 RETURNING_COLUMNS = COLUMNS.replace("m.", "")
@@ -52,7 +53,16 @@ ORDER_EXPRESSIONS = {
 def item_row(item: MemoryItem) -> tuple[Any, ...]:
     """Values for ``INSERT_COLUMNS``."""
     last_used = None if item.last_used_at is None else to_micros(item.last_used_at)
-    return (*record_values(item), item.usage_count, last_used)
+    pinned, archived_at, owner, visibility = governance_values(item)
+    return (
+        *record_values(item),
+        item.usage_count,
+        last_used,
+        int(pinned),
+        archived_at,
+        owner,
+        visibility,
+    )
 
 
 def fts_row(item: MemoryItem) -> tuple[str, str, str]:
@@ -98,6 +108,23 @@ def where_clause(filter: MemoryFilter) -> tuple[str, list[Any]]:
         clause, values = _metadata_equals(name, expected)
         parts.append(clause)
         params.extend(values)
+    if filter.archived == "exclude":
+        parts.append("m.archived_at IS NULL")
+    elif filter.archived == "only":
+        parts.append("m.archived_at IS NOT NULL")
+    if filter.pinned is not None:
+        parts.append("m.pinned = ?")
+        params.append(int(filter.pinned))
+    if filter.owner is not None:
+        parts.append("m.owner = ?")
+        params.append(filter.owner)
+    if filter.visible_to is not None:
+        parts.append("(m.visibility = 'shared' OR m.owner = ?)")
+        params.append(filter.visible_to)
+    if filter.inactive_before is not None:
+        idle = to_micros(filter.inactive_before)
+        parts.append("m.updated_at < ? AND coalesce(m.last_used_at, -1) < ?")
+        params.extend((idle, idle))
     for column, bound, operator in (
         ("m.created_at", filter.created_after, ">"),
         ("m.created_at", filter.created_before, "<"),

@@ -1,0 +1,128 @@
+"""Access control and the audit trail of the MEMORY worker.
+
+With ``mode="enforce"`` every call needs a principal (``runtime.invoke(..., principal=...)``);
+new records are stamped with it as their owner and get a visibility (``private`` by default);
+reads only see shared records and the principal's own, filtered inside the store before the
+limit; writes to another principal's private record are ``FORBIDDEN``. ``mode="observe"``
+stamps records the same way but refuses nothing: it logs (and audits as ``would-deny``) every
+decision enforcement would have refused, so a deployment can see what turning it on would
+break. ``mode="off"`` (the default) checks nothing.
+
+The audit trail, when on, appends one entry per decision to the store's append-only log:
+``allow`` for what a call read or wrote, ``deny`` or ``would-deny`` for what it was refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ditto.errors import InvalidInputError
+from ditto.runtime.context import NodeContext
+from workers.memory.contracts import MemoryItem, Visibility
+from workers.memory.errors import forbidden
+from workers.memory.filters import is_visible
+from workers.memory.ports import AuditEvent, MemoryStore
+from workers.memory.records import Clock, now_from
+
+__all__ = ("AccessControl", "AccessPolicy", "AclMode")
+
+logger = logging.getLogger("ditto.workers.memory.access")
+
+AclMode = Literal["off", "observe", "enforce"]
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """How the MEMORY worker checks principals.
+
+    Args:
+        mode: ``off`` (default), ``observe`` (log what would be refused) or ``enforce``.
+        default_visibility: Visibility of a new record whose draft gives none (under
+            ``observe`` and ``enforce``; with ``off`` new records are ``shared``).
+    """
+
+    mode: AclMode = "off"
+    default_visibility: Visibility = "private"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("off", "observe", "enforce"):
+            raise InvalidInputError("acl mode must be off, observe or enforce")
+        if self.default_visibility not in ("private", "shared"):
+            raise InvalidInputError("default_visibility must be private or shared")
+
+
+class AccessControl:
+    """The worker's decisions: who is calling, what they may touch, and the audit trail."""
+
+    def __init__(
+        self, policy: AccessPolicy, store: MemoryStore, *, audit: bool, clock: Clock
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self.audit = audit
+        self.clock = clock
+        self.checks = policy.mode != "off"
+        self.enforcing = policy.mode == "enforce"
+
+    def principal(self, ctx: NodeContext) -> str | None:
+        """The caller.
+
+        Raises:
+            MemoryStoreError: ``FORBIDDEN`` when enforcing and the call names no principal.
+        """
+        if self.enforcing and ctx.principal is None:
+            raise forbidden("memory access control is enforced: invoke with a principal")
+        return ctx.principal
+
+    @staticmethod
+    def hidden(items: Sequence[MemoryItem], principal: str | None) -> list[str]:
+        """Ids of the records of ``items`` that ``principal`` may not see (another principal's
+        private records), which is also what it may not write."""
+        return [item.id for item in items if not _may_see(item, principal)]
+
+    async def refuse(
+        self, ctx: NodeContext, ids: Sequence[str], reason: str, *, read: bool = False
+    ) -> None:
+        """A decision enforcement refuses, audited either way. Enforcing, a write raises
+        ``FORBIDDEN`` and a read just leaves the records out (the caller drops them); observing,
+        it is logged and the call goes on.
+
+        Raises:
+            MemoryStoreError: ``FORBIDDEN`` (enforcing a write).
+        """
+        if self.enforcing:
+            await self.record(ctx, ids, "deny", reason)
+            if not read:
+                raise forbidden(reason)
+            return
+        logger.warning(
+            "memory access control (observe) would deny %s to %r on %d record(s): %s",
+            ctx.node,
+            ctx.principal,
+            len(ids),
+            reason,
+        )
+        await self.record(ctx, ids, "would-deny", reason)
+
+    async def record(
+        self,
+        ctx: NodeContext,
+        ids: Sequence[str],
+        decision: Literal["allow", "deny", "would-deny"] = "allow",
+        detail: str | None = None,
+    ) -> None:
+        """Append one audit entry (when the audit trail is on)."""
+        if self.audit:
+            event = AuditEvent(
+                now_from(self.clock), ctx.principal, ctx.node, list(ids), decision, detail
+            )
+            await self.store.append_audit([event])
+
+
+def _may_see(item: MemoryItem, principal: str | None) -> bool:
+    if principal is None:  # an anonymous caller sees shared records only
+        return item.visibility == "shared"
+    return is_visible(item, principal)

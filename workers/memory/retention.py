@@ -1,0 +1,232 @@
+"""Retention: categories decide how long records stay live, archived, and stored at all.
+
+``core`` records are kept until deleted. Other categories follow a :class:`RetentionRule`:
+after ``archive_after_days`` without an edit or a use, hygiene archives a record (it is hidden
+from GET, QUERY and SEARCH unless asked for, and its history records an ``archive``); after
+``purge_after_days`` without one, an archived record is deleted. A record is always archived
+before it can be purged — never in the same run — and pinned records are never touched.
+
+:func:`run_hygiene` plans everything from one snapshot and then applies it, so a dry run
+reports exactly what the real run at the same moment changes. A record edited or used between
+the plan and its change is left alone (the change is guarded by the record's version).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ditto.errors import ErrorCode, InvalidInputError
+from workers.memory.contracts import (
+    DEFAULT_CATEGORY,
+    DEFAULT_NAMESPACE,
+    ArchivedMode,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+)
+from workers.memory.errors import MemoryStoreError
+from workers.memory.ports import MemoryStore
+from workers.memory.records import Clock, now_from, order_key, utc_now
+
+__all__ = ("HygieneReport", "RetentionPolicy", "RetentionRule", "run_hygiene")
+
+_PAGE = 1000
+_BATCH = 500
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: records handled so far out of the planned total."""
+
+
+def _days(name: str, value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a number of days")
+    if value <= 0:
+        raise InvalidInputError(f"{name} must be more than 0 days")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRule:
+    """Days without an edit or a use after which a category's records are archived, and after
+    which archived ones are purged (``None``: never)."""
+
+    archive_after_days: float | None = None
+    purge_after_days: float | None = None
+
+    def __post_init__(self) -> None:
+        _days("archive_after_days", self.archive_after_days)
+        _days("purge_after_days", self.purge_after_days)
+        if self.purge_after_days is not None:
+            if self.archive_after_days is None:
+                raise InvalidInputError(
+                    "purge_after_days needs archive_after_days: records are archived first"
+                )
+            if self.purge_after_days < self.archive_after_days:
+                raise InvalidInputError("purge_after_days must not be less than archive_after_days")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """Rules per category, and how many days of audit log to keep (``None``: all).
+
+    Raises:
+        InvalidInputError: A rule for ``core`` (kept until deleted) or a bad number of days.
+    """
+
+    categories: Mapping[str, RetentionRule] = field(default_factory=dict)
+    audit_days: float | None = None
+
+    def __post_init__(self) -> None:
+        if DEFAULT_CATEGORY in self.categories:
+            raise InvalidInputError("core records are kept until deleted: they take no rule")
+        for name, rule in self.categories.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidInputError("retention categories must be non-empty names")
+            if not isinstance(rule, RetentionRule):
+                raise InvalidInputError(f"the rule for {name!r} must be a RetentionRule")
+        _days("audit_days", self.audit_days)
+
+
+@dataclass(frozen=True, slots=True)
+class HygieneReport:
+    """What one hygiene run changed (or, with ``dry_run``, would change)."""
+
+    at: datetime
+    dry_run: bool
+    archived: list[str]
+    """Ids archived by this run."""
+    purged: list[str]
+    """Ids deleted by this run (archived by an earlier one)."""
+    audit_purged: int
+    skipped: list[str] = field(default_factory=list)
+    """Planned ids left alone because they changed (were edited, used or deleted) meanwhile."""
+
+
+async def run_hygiene(
+    store: MemoryStore,
+    policy: RetentionPolicy,
+    *,
+    dry_run: bool = False,
+    clock: Clock = utc_now,
+    progress: Progress | None = None,
+) -> HygieneReport:
+    """Archive and purge what ``policy`` says is due, and trim the audit log.
+
+    Args:
+        store: The memory store (opened on demand).
+        policy: Rules per category.
+        dry_run: Plan only; change nothing.
+        clock: "Now" for the thresholds.
+        progress: Called as records are handled, with the planned total.
+    """
+    now = now_from(clock)
+    to_archive: list[MemoryItem] = []
+    to_purge: list[MemoryItem] = []
+    # Plan both lists before changing anything: what this run archives cannot be purged by it.
+    for category, rule in sorted(policy.categories.items()):
+        if rule.purge_after_days is not None:
+            cutoff = now - timedelta(days=rule.purge_after_days)
+            to_purge += await _scan(store, _due(category, "only", cutoff))
+        if rule.archive_after_days is not None:
+            cutoff = now - timedelta(days=rule.archive_after_days)
+            to_archive += await _scan(store, _due(category, "exclude", cutoff))
+    audit_purged = 0
+    if policy.audit_days is not None:
+        audit_cutoff = now - timedelta(days=policy.audit_days)
+        audit_purged = await store.purge_audit(audit_cutoff, dry_run=dry_run)
+    total = len(to_archive) + len(to_purge)
+    if dry_run:
+        if progress is not None:
+            progress(total, total)
+        return HygieneReport(
+            now,
+            True,
+            [item.id for item in to_archive],
+            [item.id for item in to_purge],
+            audit_purged,
+        )
+    skipped: list[str] = []
+    archived = await _archive(store, to_archive, skipped, progress, total)
+    purged = await _purge(store, to_purge, skipped, progress, total, len(to_archive))
+    return HygieneReport(now, False, archived, purged, audit_purged, skipped)
+
+
+def _due(category: str, archived: ArchivedMode, cutoff: datetime) -> MemoryFilter:
+    return MemoryFilter(category=category, archived=archived, pinned=False, inactive_before=cutoff)
+
+
+async def _scan(store: MemoryStore, filter: MemoryFilter) -> list[MemoryItem]:
+    order = OrderBy()
+    found: list[MemoryItem] = []
+    after = None
+    while True:
+        page = await store.query(filter, order, _PAGE, after)
+        found += page
+        if len(page) < _PAGE:
+            return found
+        after = (order_key(page[-1], order.field), page[-1].id)
+
+
+async def _archive(
+    store: MemoryStore,
+    items: Sequence[MemoryItem],
+    skipped: list[str],
+    progress: Progress | None,
+    total: int,
+) -> list[str]:
+    archived: list[str] = []
+    for start in range(0, len(items), _BATCH):
+        batch = items[start : start + _BATCH]
+        patches = [
+            MemoryPatch(item.id, archived=True, expected_version=item.version) for item in batch
+        ]
+        try:
+            archived += [item.id for item in await store.update(patches)]
+        except MemoryStoreError as exc:
+            if exc.code not in (ErrorCode.CONFLICT, ErrorCode.NOT_FOUND):
+                raise
+            # Something in the batch changed since the plan: go one by one, skip what changed.
+            for patch in patches:
+                try:
+                    archived += [item.id for item in await store.update([patch])]
+                except MemoryStoreError as single:
+                    if single.code not in (ErrorCode.CONFLICT, ErrorCode.NOT_FOUND):
+                        raise
+                    skipped.append(patch.id)
+        if progress is not None:
+            progress(start + len(batch), total)
+    return archived
+
+
+async def _purge(
+    store: MemoryStore,
+    items: Sequence[MemoryItem],
+    skipped: list[str],
+    progress: Progress | None,
+    total: int,
+    done: int,
+) -> list[str]:
+    purged: list[str] = []
+    for start in range(0, len(items), _BATCH):
+        batch = items[start : start + _BATCH]
+        planned = {item.id: item.version for item in batch}
+        # Re-read just before deleting: a record revived or edited since the plan stays.
+        current = {item.id: item for item in await store.get(list(planned), [], DEFAULT_NAMESPACE)}
+        due = [
+            item_id
+            for item_id, version in planned.items()
+            if item_id in current
+            and current[item_id].version == version
+            and current[item_id].archived_at is not None
+        ]
+        skipped += [item_id for item_id in planned if item_id not in due]
+        if due:
+            purged += await store.delete(due)
+        if progress is not None:
+            progress(done + start + len(batch), total)
+    return purged
