@@ -21,8 +21,15 @@ from ditto.runtime.worker import WorkerDefinition
 if TYPE_CHECKING:
     from workers.context.stores.base import ContextStateStore
     from workers.memory.ports import MemoryStore
+    from workers.memory.retention import RetentionPolicy
 
-__all__ = ("build_context_store", "build_context_worker", "build_memory_store", "open_runtime")
+__all__ = (
+    "build_context_store",
+    "build_context_worker",
+    "build_memory_store",
+    "build_retention",
+    "open_runtime",
+)
 
 
 def build_memory_store(settings: Settings) -> MemoryStore:
@@ -43,6 +50,17 @@ def build_memory_store(settings: Settings) -> MemoryStore:
             statement_timeout_ms=memory.postgres_statement_timeout_ms,
         )
     return SqliteMemoryStore(Path(memory.sqlite_path))
+
+
+def build_retention(settings: Settings) -> RetentionPolicy:
+    """The retention rules of ``workers.memory.retention``."""
+    from workers.memory import RetentionPolicy, RetentionRule
+
+    retention = settings.workers.memory.retention
+    return RetentionPolicy(
+        {name: RetentionRule(**rule.model_dump()) for name, rule in retention.categories.items()},
+        audit_days=retention.audit_days,
+    )
 
 
 def build_context_store(settings: Settings) -> ContextStateStore | None:
@@ -82,7 +100,7 @@ async def open_runtime(
             the environment).
         workers: More worker definitions to register.
     """
-    from workers.memory import create_memory_worker
+    from workers.memory import AccessPolicy, create_memory_worker
 
     settings = settings if settings is not None else load_config()
     memory = settings.workers.memory
@@ -96,6 +114,10 @@ async def open_runtime(
             query_limit=memory.query_limit,
             search_limit=memory.search_limit,
             track_usage=memory.track_usage,
+            access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
+            audit=memory.audit,
+            retention=build_retention(settings),
+            hygiene_interval_s=memory.retention.interval_s,
         )
         runtime = await stack.enter_async_context(
             create_ditto(

@@ -18,7 +18,10 @@ __all__ = (
     "ContextPolicySettings",
     "ContextQueueSettings",
     "ContextWorkerSettings",
+    "MemoryAclSettings",
+    "MemoryRetentionSettings",
     "MemoryWorkerSettings",
+    "RetentionRuleSettings",
     "RuntimeSettings",
     "Settings",
     "WorkersSettings",
@@ -56,6 +59,68 @@ def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str)
         raise ValueError(problem)  # never echo the value: it may carry a password
 
 
+class MemoryAclSettings(_Strict):
+    """``workers.memory.acl:`` — per-principal access control."""
+
+    mode: Literal["off", "observe", "enforce"] = "off"
+    """``enforce``: principals see shared records and their own, and may not change another's
+    private records; ``observe``: log (and audit) what enforcement would refuse, refuse
+    nothing; ``off``: no checks."""
+    default_visibility: Literal["private", "shared"] = "private"
+    """Visibility of a new record whose draft names none (under observe and enforce)."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as the boolean false; that is what `mode: off` means.
+        return "off" if value is False else value
+
+
+_MAX_DAYS = 36_500
+
+
+class RetentionRuleSettings(_Strict):
+    """One category's rule under ``workers.memory.retention.categories``."""
+
+    archive_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Archive records neither edited nor used for this many days."""
+    purge_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Delete archived records neither edited nor used for this many days."""
+
+    @model_validator(mode="after")
+    def _archive_first(self) -> Self:
+        if self.purge_after_days is not None and (
+            self.archive_after_days is None or self.purge_after_days < self.archive_after_days
+        ):
+            raise ValueError(
+                "purge_after_days needs an archive_after_days that is not larger: records are "
+                "archived before they are purged"
+            )
+        return self
+
+
+class MemoryRetentionSettings(_Strict):
+    """``workers.memory.retention:`` — hygiene of records and of the audit log."""
+
+    categories: dict[str, RetentionRuleSettings] = Field(default_factory=dict)
+    """Rules per category (``core`` is kept until deleted and takes none), e.g.
+    ``conversation: {archive_after_days: 3, purge_after_days: 30}``."""
+    audit_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Days of audit log to keep; null keeps all."""
+    interval_s: float | None = Field(None, ge=1, le=31_536_000)
+    """Run hygiene inside the worker every this many seconds (never two runs at once); null
+    runs it only when asked (``ditto memory hygiene``)."""
+
+    @field_validator("categories")
+    @classmethod
+    def _no_core_rule(
+        cls, value: dict[str, RetentionRuleSettings]
+    ) -> dict[str, RetentionRuleSettings]:
+        if "core" in value:
+            raise ValueError("core records are kept until deleted: they take no retention rule")
+        return value
+
+
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
@@ -71,6 +136,11 @@ class MemoryWorkerSettings(_Strict):
     """SEARCH hits when a request gives none."""
     track_usage: bool = True
     """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
+    acl: MemoryAclSettings = MemoryAclSettings()
+    audit: bool = False
+    """Append every read and write decision (principal, node, record ids, decision, time) to
+    the store's audit log."""
+    retention: MemoryRetentionSettings = MemoryRetentionSettings()
     postgres_schema: str = Field("ditto", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     """The PostgreSQL schema holding the memory tables (created if missing)."""
     postgres_pool_size: int = Field(10, ge=1, le=1000)

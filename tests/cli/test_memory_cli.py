@@ -50,10 +50,14 @@ def test_stats_counts_per_namespace_and_category(seeded: Path) -> None:
     assert report["records"] == 3
     assert report["backend"] == "sqlite"
     assert report["by_namespace_category"] == [
-        {"namespace": "alice", "category": "core", "records": 1},
-        {"namespace": "ops", "category": "core", "records": 1},
-        {"namespace": "ops", "category": "daily", "records": 1},
+        {"namespace": "alice", "category": "core", "records": 1, "archived": 0},
+        {"namespace": "ops", "category": "core", "records": 1, "archived": 0},
+        {"namespace": "ops", "category": "daily", "records": 1, "archived": 0},
     ]
+    assert report["archived"] == 0
+    assert report["pinned"] == 0
+    assert report["index_health"]["keyword_index_in_sync"] is True
+    assert report["index_health"]["integrity"] == "ok"
     assert report["size_bytes"] > 0
     assert report["oldest"] <= report["newest"]
     table = run_cli("memory", "stats", "--config", str(seeded))

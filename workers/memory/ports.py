@@ -24,6 +24,7 @@ from workers.memory.contracts import (
     WriteMode,
 )
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
+from workers.memory.records import to_micros
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -113,6 +114,24 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def delete(self, ids: Sequence[str]) -> list[str]: ...
+
+    async def count(self, filter: MemoryFilter) -> int:
+        """How many records match ``filter``. The default pages through :meth:`query`; stores
+        override it with a real count."""
+        order = OrderBy()
+        total, after = 0, None
+        while True:
+            page = await self.query(filter, order, 1000, after)
+            total += len(page)
+            if len(page) < 1000:
+                return total
+            last = page[-1]
+            after = (to_micros(last.created_at), last.id)
+
+    async def health(self) -> dict[str, object]:
+        """Index health for ``ditto memory stats`` (what a store can check cheaply); the
+        default knows nothing."""
+        return {}
 
     @property
     def can_search(self) -> bool:

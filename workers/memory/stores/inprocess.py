@@ -27,7 +27,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, key_taken, not_found
+from workers.memory.errors import key_taken, not_found
 from workers.memory.filters import matches_filter
 from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -42,7 +42,9 @@ from workers.memory.records import (
     plan_writes,
     utc_now,
 )
-from workers.memory.search.text import light_stem, query_words, words
+from workers.memory.search.keyword import explained, keyword_request
+from workers.memory.search.text import light_stem
+from workers.memory.search.text import words as text_words
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -102,17 +104,13 @@ class InProcessMemoryStore(MemoryStore):
                 ranked = [row for row in ranked if (row[0], row[1]) > after]
         return [_copy(row[2]) for row in ranked[:limit]]
 
+    async def count(self, filter: MemoryFilter) -> int:
+        return sum(1 for item in self._items.values() if matches_filter(item, filter))
+
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
-        if input.strategy not in (None, "keyword"):
-            raise MemoryStoreError(
-                f"the in-process store does not support strategy {input.strategy!r}"
-            )
-        if input.options:
-            raise MemoryStoreError("keyword search takes no options")
-        if not isinstance(input.query, str):
-            raise MemoryStoreError("keyword search needs a text query")
+        words, explain = keyword_request(input, "the in-process store")
         limit = input.limit or 10
-        terms = {light_stem(word) for word in query_words(input.query)}
+        terms = {light_stem(word) for word in words}
         candidates = [
             (item, self._terms[item.id])
             for item in self._items.values()
@@ -133,7 +131,7 @@ class InProcessMemoryStore(MemoryStore):
                 score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
             scored.append((score, item))
         scored.sort(key=lambda row: (-row[0], row[1].id))
-        return [SearchHit(_copy(item), score) for score, item in scored[:limit]]
+        return explained([SearchHit(_copy(item), score) for score, item in scored[:limit]], explain)
 
     # ----------------------------------------------------------------- writes
 
@@ -252,7 +250,7 @@ class InProcessMemoryStore(MemoryStore):
         if item.key is not None:
             self._keys[(item.namespace, item.key)] = item.id
         text = " ".join(filter(None, (item.key, item.summary, content_text(item.content))))
-        self._terms[item.id] = Counter(light_stem(word) for word in words(text))
+        self._terms[item.id] = Counter(light_stem(word) for word in text_words(text))
 
 
 _encode_item = msgspec.json.Encoder()

@@ -61,7 +61,7 @@ from workers.memory.records import (
     to_micros,
     utc_now,
 )
-from workers.memory.search.text import query_words
+from workers.memory.search.keyword import explained, keyword_request
 from workers.memory.stores.postgres_sql import (
     MIGRATIONS,
     STORED_COLUMNS,
@@ -304,18 +304,34 @@ class PostgresMemoryStore(MemoryStore):
             rows = await self.pool.fetch(sql, *params.values)
         return [row_to_item(row) for row in rows]
 
+    async def count(self, filter: MemoryFilter) -> int:
+        await self._ready()
+        params = Params()
+        where = where_clause(filter, params, self._s)
+        async with _translated():
+            value = await self.pool.fetchval(
+                f"SELECT count(*) FROM {self._s}.memories m WHERE {where}", *params.values
+            )
+        return int(value)
+
+    async def health(self) -> dict[str, object]:
+        await self._ready()
+        async with _translated():
+            valid = await self.pool.fetchval(
+                "SELECT bool_and(i.indisvalid AND i.indisready) FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = "
+                "c.relnamespace WHERE n.nspname = $1 AND c.relname LIKE 'memor%'",
+                self.schema,
+            )
+            version = await self.pool.fetchval(
+                f"SELECT value FROM {self._s}.ditto_meta WHERE name = 'schema_version'"
+            )
+        return {"indexes_valid": bool(valid), "schema_version": int(bytes(version).decode())}
+
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Keyword search: ``ts_rank_cd`` over ``websearch_to_tsquery`` of the query words joined
         by ``or``; filters before the limit; higher scores are better."""
-        if input.strategy not in (None, "keyword"):
-            raise MemoryStoreError(
-                f"the PostgreSQL store does not support strategy {input.strategy!r}"
-            )
-        if input.options:
-            raise MemoryStoreError("keyword search takes no options")
-        if not isinstance(input.query, str):
-            raise MemoryStoreError("keyword search needs a text query")
-        words = query_words(input.query)
+        words, explain = keyword_request(input, "the PostgreSQL store")
         if not words:
             return []
         await self._ready()
@@ -323,7 +339,8 @@ class PostgresMemoryStore(MemoryStore):
         sql = keyword_search_sql(self._s, input.filter, params, input.limit or 10)
         async with _translated():
             rows = await self.pool.fetch(sql, *params.values)
-        return [SearchHit(row_to_item(row), float(row["score"])) for row in rows]
+        hits = [SearchHit(row_to_item(row), float(row["score"])) for row in rows]
+        return explained(hits, explain)
 
     # ----------------------------------------------------------------- writes
 

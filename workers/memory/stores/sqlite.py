@@ -57,7 +57,7 @@ from workers.memory.records import (
     to_micros,
     utc_now,
 )
-from workers.memory.search.text import query_words
+from workers.memory.search.keyword import explained, keyword_request
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite_schema import migrate, read_cursor_secret
 from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
@@ -284,19 +284,37 @@ class SqliteMemoryStore(MemoryStore):
         )
         return [row_to_item(row) for row in rows]
 
+    async def count(self, filter: MemoryFilter) -> int:
+        return await self._read(self._count, filter)
+
+    def _count(self, filter: MemoryFilter) -> int:
+        where, params = where_clause(filter)
+        sql = f"SELECT count(*) FROM memories m WHERE {where}"
+        return int(self._connection().execute(sql, params).fetchone()[0])
+
+    async def health(self) -> dict[str, object]:
+        return await self._read(self._health)
+
+    def _health(self) -> dict[str, object]:
+        connection = self._connection()
+        (records,) = connection.execute("SELECT count(*) FROM memories").fetchone()
+        (indexed,) = connection.execute("SELECT count(*) FROM memory_fts").fetchone()
+        (check,) = connection.execute("PRAGMA quick_check").fetchone()
+        return {
+            "keyword_index_rows": indexed,
+            "keyword_index_in_sync": indexed == records,
+            "integrity": check,
+            "schema_version": connection.execute("PRAGMA user_version").fetchone()[0],
+        }
+
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Keyword search (strategy ``None`` or ``"keyword"``): planned FTS5 BM25, OR semantics,
         filters before the limit, any text safe. Scores are ``-bm25``: higher is better."""
-        if input.strategy not in (None, "keyword"):
-            raise MemoryStoreError(f"the SQLite store does not support strategy {input.strategy!r}")
-        if input.options:
-            raise MemoryStoreError("keyword search takes no options")
-        if not isinstance(input.query, str):
-            raise MemoryStoreError("keyword search needs a text query")
-        words = query_words(input.query)
+        words, explain = keyword_request(input, "the SQLite store")
         if not words:
             return []
-        return await self._read(self._search, words, input.filter, input.limit or 10)
+        hits = await self._read(self._search, words, input.filter, input.limit or 10)
+        return explained(hits, explain)
 
     def _search(self, words: list[str], filter: MemoryFilter, limit: int) -> list[SearchHit]:
         self._connection()

@@ -1,0 +1,127 @@
+"""What the ``ditto memory`` commands share: options, running nodes or store calls on the
+configured store, failing with the right exit code, and printing records."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import msgspec
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from ditto.cli.output import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, errors
+from ditto.config import Settings
+from ditto.errors import DittoError
+
+if TYPE_CHECKING:
+    from workers.memory.ports import MemoryStore
+
+__all__ = (
+    "ConfigOption",
+    "JsonOption",
+    "NamespaceOption",
+    "call_nodes",
+    "fail",
+    "on_store",
+    "preview",
+    "print_json",
+    "progress_bar",
+)
+
+T = TypeVar("T")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="ditto.yaml (default: $DITTO_CONFIG or ./ditto.yaml)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+NamespaceOption = Annotated[str | None, typer.Option(help="Only this namespace.")]
+_PREVIEW = 60
+
+
+def fail(code: str, message: str) -> NoReturn:
+    """Print a coded error (never a traceback) and exit: 2 for refused input, 1 for a missing
+    record, 3 for a failing or unreachable store."""
+    errors.print(f"[red]{escape(code)}:[/red] {escape(message)}", highlight=False)
+    exit_code = {"NOT_FOUND": EXIT_NOT_FOUND, "INVALID_INPUT": EXIT_USAGE}.get(code, EXIT_STORE)
+    raise typer.Exit(exit_code)
+
+
+def call_nodes(
+    settings: Settings, calls: list[tuple[str, dict[str, Any]]], principal: str | None = None
+) -> list[Any]:
+    """Run MEMORY calls on a runtime over the configured store, so the CLI sees exactly what an
+    application sees; the outputs, in order."""
+    import anyio
+
+    from ditto.bootstrap import open_runtime
+
+    async def run() -> list[Any]:
+        async with open_runtime(settings) as runtime:
+            outputs = []
+            for node, payload in calls:
+                result = await runtime.invoke(node, payload, principal=principal)
+                if not result.ok:
+                    assert result.error is not None
+                    fail(result.error.code, result.error.message)
+                outputs.append(result.output)
+            return outputs
+
+    try:
+        return anyio.run(run)
+    except DittoError as exc:  # the store could not be opened
+        fail(exc.code, exc.message)
+
+
+def on_store(settings: Settings, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
+    """Open the configured store, run ``work`` on it and close it; store errors exit coded.
+    For the administrative commands (history, export, import, hygiene, audit) that act on the
+    store itself rather than through a principal's nodes."""
+    import anyio
+
+    from ditto.bootstrap import build_memory_store
+
+    async def run() -> T:
+        async with build_memory_store(settings) as store:
+            return await work(store)
+
+    try:
+        return anyio.run(run)
+    except DittoError as exc:
+        fail(exc.code, exc.message)
+
+
+def preview(item: Any) -> str:
+    """One line of a record: its summary, else its content's text, cut to fit a table."""
+    from workers.memory.records import content_text
+
+    text = " ".join((item.summary or content_text(item.content)).split())
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def print_json(value: Any) -> None:
+    typer.echo(msgspec.json.encode(value).decode())
+
+
+def progress_bar() -> Progress:
+    """A progress bar on standard error (standard output may carry the data), with a count
+    and the time left; it disappears when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=errors,
+        transient=True,
+    )

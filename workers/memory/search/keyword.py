@@ -1,0 +1,47 @@
+"""What every store's keyword search accepts, and the explanations it attaches to hits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from workers.memory.contracts import SearchHit, SearchInput
+from workers.memory.errors import MemoryStoreError
+from workers.memory.search.text import query_words
+
+__all__ = ("explained", "keyword_request")
+
+_OPTIONS = frozenset({"explain"})
+
+
+def keyword_request(input: SearchInput, store: str) -> tuple[list[str], bool]:
+    """The query's words and whether to explain the hits.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` for another strategy, an unknown option or a query
+            that is not text.
+    """
+    if input.strategy not in (None, "keyword"):
+        raise MemoryStoreError(f"{store} does not support strategy {input.strategy!r}")
+    unknown = sorted(input.options.keys() - _OPTIONS)
+    if unknown:
+        raise MemoryStoreError(f"keyword search has no option {unknown[0]!r} (it takes: explain)")
+    explain = input.options.get("explain", False)
+    if not isinstance(explain, bool):
+        raise MemoryStoreError("options.explain must be true or false")
+    if not isinstance(input.query, str):
+        raise MemoryStoreError("keyword search needs a text query")
+    return query_words(input.query), explain
+
+
+def explained(hits: Sequence[SearchHit], explain: bool) -> list[SearchHit]:
+    """``hits`` with, when asked, how each ranked: the strategy, its rank and its BM25 score."""
+    if not explain:
+        return list(hits)
+    return [
+        msgspec.structs.replace(
+            hit, explain={"strategy": "keyword", "keyword_rank": rank, "keyword_score": hit.score}
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
