@@ -1,9 +1,12 @@
-"""``ditto memory``: look at the memory store ``ditto.yaml`` configures.
+"""``ditto memory``: inspect and govern the memory store ``ditto.yaml`` configures.
 
-Every command opens the configured store through :func:`ditto.bootstrap.open_runtime` and goes
-through the MEMORY nodes, so the CLI sees exactly what an application sees. Rich tables by
-default, ``--json`` for scripts. Exit codes: 0 ok, 1 nothing found (``get``, ``search``),
-2 usage or configuration error, 3 the store failed or cannot be reached.
+``list``, ``get`` and ``search`` go through the MEMORY nodes (as ``--principal`` when access
+control is on), so the CLI sees exactly what an application sees. ``stats``, ``history``,
+``export``, ``import``, ``hygiene`` and ``audit`` are administration: they act on the store
+itself. Rich tables by default, ``--json`` for scripts, progress bars on standard error.
+
+Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``), 2 usage or configuration
+error, 3 the store failed or cannot be reached, 4 access control refused the call.
 """
 
 from __future__ import annotations

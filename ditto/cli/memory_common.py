@@ -19,7 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ditto.cli.output import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, errors
+from ditto.cli.output import EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, errors
 from ditto.config import Settings
 from ditto.errors import DittoError
 
@@ -50,10 +50,14 @@ _PREVIEW = 60
 
 
 def fail(code: str, message: str) -> NoReturn:
-    """Print a coded error (never a traceback) and exit: 2 for refused input, 1 for a missing
-    record, 3 for a failing or unreachable store."""
+    """Print a coded error (never a traceback) and exit: 1 for a missing record, 2 for refused
+    input, 3 for a failing or unreachable store, 4 for access control's ``FORBIDDEN``."""
     errors.print(f"[red]{escape(code)}:[/red] {escape(message)}", highlight=False)
-    exit_code = {"NOT_FOUND": EXIT_NOT_FOUND, "INVALID_INPUT": EXIT_USAGE}.get(code, EXIT_STORE)
+    exit_code = {
+        "NOT_FOUND": EXIT_NOT_FOUND,
+        "INVALID_INPUT": EXIT_USAGE,
+        "FORBIDDEN": EXIT_FORBIDDEN,
+    }.get(code, EXIT_STORE)
     raise typer.Exit(exit_code)
 
 

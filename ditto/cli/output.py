@@ -13,6 +13,7 @@ from ditto.config import Settings, load_config
 from ditto.errors import ConfigError
 
 __all__ = (
+    "EXIT_FORBIDDEN",
     "EXIT_NOT_FOUND",
     "EXIT_STORE",
     "EXIT_USAGE",
@@ -28,6 +29,7 @@ errors = Console(stderr=True)
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
+EXIT_FORBIDDEN = 4
 
 
 def config_error(exc: ConfigError) -> NoReturn:
