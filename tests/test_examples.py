@@ -69,3 +69,16 @@ def test_the_readme_tour_runs(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "NOT_FOUND" in completed.stdout
+
+
+def test_the_readme_retention_example_is_valid_configuration(tmp_path: Path) -> None:
+    from ditto.bootstrap import build_retention
+    from ditto.config import load_config
+
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "ditto.yaml"
+    path.write_text(example, encoding="utf-8")
+    policy = build_retention(load_config(path))
+    assert policy.categories["conversation"].purge_after_days == 30
+    assert policy.audit_days == 90

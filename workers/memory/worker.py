@@ -516,8 +516,8 @@ def create_memory_worker(
             background (never two runs at once); ``None``: only when asked.
 
     Raises:
-        InvalidInputError: A limit is not an integer from 1 to 10000, or a hygiene interval
-            without a retention policy.
+        InvalidInputError: A limit is not an integer from 1 to 10000, a hygiene interval
+            without a retention policy, or ``audit`` on a store without an audit log.
     """
     if not isinstance(store, MemoryStore):
         raise InvalidInputError("store must be a MemoryStore")
@@ -530,6 +530,10 @@ def create_memory_worker(
         or not 0 < hygiene_interval_s < math.inf
     ):
         raise InvalidInputError("hygiene_interval_s needs a retention policy and a positive number")
+    if audit and type(store).append_audit is MemoryStore.append_audit:
+        raise InvalidInputError(
+            f"audit needs a store with an audit log; {type(store).__name__} has none"
+        )
     control = AccessControl(access or AccessPolicy(), store, audit=audit, clock=clock)
     nodes = _MemoryNodes(
         store,

@@ -42,6 +42,9 @@ drafts = st.fixed_dictionaries(
         "tags": st.lists(st.sampled_from(["t", "u", ""]), max_size=3) | json_values,
         "metadata": st.dictionaries(st.text(max_size=5), json_values, max_size=2) | json_values,
         "category": st.sampled_from(["core", "daily"]) | json_values,
+        "pinned": st.booleans() | json_values,
+        "visibility": st.sampled_from(["private", "shared", "public"]) | json_values,
+        "owner": st.sampled_from(["alice", ""]) | json_values,
         "unknown": json_values,
     },
 )
@@ -64,7 +67,18 @@ payloads = st.one_of(
         optional={
             "filter": st.dictionaries(
                 st.sampled_from(
-                    ["namespace", "tags_any", "metadata", "key_prefix", "created_after", "colour"]
+                    [
+                        "namespace",
+                        "tags_any",
+                        "metadata",
+                        "key_prefix",
+                        "created_after",
+                        "colour",
+                        "archived",
+                        "visible_to",
+                        "pinned",
+                        "inactive_before",
+                    ]
                 ),
                 json_values,
                 max_size=2,
@@ -89,6 +103,8 @@ payloads = st.one_of(
                         "content": json_values,
                         "metadata": json_values,
                         "key": json_values,
+                        "archived": st.booleans() | json_values,
+                        "visibility": json_values,
                         "expected_version": json_values,
                     },
                 ),
@@ -102,7 +118,8 @@ payloads = st.one_of(
 
 async def snapshot(runtime: Any, store: MemoryStore) -> list[Any]:
     await store.flush()
-    page = await runtime.invoke("MEMORY.QUERY", {"limit": 10_000})
+    everything = {"limit": 10_000, "filter": {"archived": "include"}}
+    page = await runtime.invoke("MEMORY.QUERY", everything)
     return msgspec.to_builtins(page.unwrap().items)
 
 
@@ -148,6 +165,7 @@ operation = st.one_of(
         st.just("update"), st.lists(st.sampled_from("abcdez"), max_size=2), st.integers(0, 3)
     ),
     st.tuples(st.just("delete"), st.lists(st.sampled_from("abcdez"), max_size=3), st.none()),
+    st.tuples(st.just("archive"), st.lists(st.sampled_from("abcdez"), max_size=2), st.booleans()),
 )
 
 
@@ -177,6 +195,12 @@ def test_random_interleavings_keep_every_store_observably_identical(operations: 
                                 "content": extra,
                                 "metadata": {"v": extra},
                             }
+                            for key in dict.fromkeys(targets)
+                        ]
+                        result = await runtime.invoke("MEMORY.UPDATE", {"updates": updates})
+                    elif name == "archive":
+                        updates = [
+                            {"id": ids.get(key, f"missing-{key}"), "archived": extra}
                             for key in dict.fromkeys(targets)
                         ]
                         result = await runtime.invoke("MEMORY.UPDATE", {"updates": updates})
