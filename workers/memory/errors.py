@@ -25,6 +25,15 @@ class MemoryErrorCode(StrEnum):
     """The store does not offer this operation (for example a store that keeps no history)."""
     STORE_TIMEOUT = "STORE_TIMEOUT"
     """The store did not answer within its statement timeout (retryable)."""
+    EMBEDDING_MISMATCH = "EMBEDDING_MISMATCH"
+    """Vectors of another embedding model (or dimension) than the store holds: it never
+    compares incomparable vectors; ``reindex`` moves a store to a new model."""
+    EMBEDDING_FAILED = "EMBEDDING_FAILED"
+    """The embedder failed or returned vectors of the wrong count, dimension or non-finite
+    values; nothing was stored."""
+    EMBEDDER_UNAVAILABLE = "EMBEDDER_UNAVAILABLE"
+    """The configured embedder cannot run here (its model files or extra are not installed);
+    the message names the command that installs them."""
     FORBIDDEN = "FORBIDDEN"
     """Access control refused the call: another principal's private record, or no principal
     where ``acl.mode: enforce`` needs one."""

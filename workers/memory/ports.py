@@ -23,8 +23,10 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
 from workers.memory.records import to_micros
+from workers.memory.vectors import Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -107,10 +109,14 @@ class MemoryStore(ABC):
     ) -> list[MemoryItem]: ...
 
     @abstractmethod
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]: ...
+    async def write(
+        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+    ) -> list[MemoryItem]: ...
 
     @abstractmethod
-    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]: ...
+    async def update(
+        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+    ) -> list[MemoryItem]: ...
 
     @abstractmethod
     async def delete(self, ids: Sequence[str]) -> list[str]: ...
@@ -132,6 +138,47 @@ class MemoryStore(ABC):
         """Index health for ``ditto memory stats`` (what a store can check cheaply); the
         default knows nothing."""
         return {}
+
+    # ----------------------------------------------------------------- vectors (optional)
+
+    @property
+    def can_store_vectors(self) -> bool:
+        """True when the store keeps vectors (implements :meth:`vector_search`)."""
+        return type(self).vector_search is not MemoryStore.vector_search
+
+    async def vector_state(self) -> VectorState:
+        """The model of the store's vectors (and of a reindex in progress)."""
+        return VectorState()
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        """The ``limit`` records most similar to the unit vector ``query`` (cosine, best first,
+        ties by id) among those matching ``filter`` — the filter applies before the limit.
+        ``EMBEDDING_MISMATCH`` when ``model`` is not the store's; ``[]`` before any vector."""
+        raise _unsupported("this memory store keeps no vectors")
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        """Start moving the store to ``model`` (resumable: calling it again continues)."""
+        raise _unsupported("this memory store keeps no vectors")
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        """Up to ``limit`` records (archived ones included) without a vector of ``model``, by
+        id, after id ``after``."""
+        raise _unsupported("this memory store keeps no vectors")
+
+    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
+        """Store vectors of ``model`` (the active or the reindex target) for existing records;
+        ids that no longer exist are skipped. Returns how many were stored."""
+        raise _unsupported("this memory store keeps no vectors")
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        """Make ``model`` active and drop every other model's vectors.
+
+        Raises ``CONFLICT`` while some record still lacks a vector of ``model``."""
+        raise _unsupported("this memory store keeps no vectors")
 
     @property
     def can_search(self) -> bool:

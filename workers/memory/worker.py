@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -31,6 +31,7 @@ from workers.memory.contracts import (
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
+    MemoryPatch,
     QueryInput,
     QueryOutput,
     SearchHit,
@@ -42,16 +43,19 @@ from workers.memory.contracts import (
     WriteOutput,
 )
 from workers.memory.cursor import decode_cursor, encode_cursor
+from workers.memory.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.errors import (
     MemoryErrorCode,
     MemoryStoreError,
-    SearchUnavailableError,
     forbidden,
+    not_found,
 )
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore
-from workers.memory.records import Clock, now_from, order_key, utc_now
+from workers.memory.records import Clock, apply_patch, now_from, order_key, utc_now
 from workers.memory.retention import HygieneReport, RetentionPolicy, run_hygiene
+from workers.memory.search.hybrid import SearchEngine, SearchSettings
+from workers.memory.vectors import Vectors, vector_text
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
 
@@ -158,12 +162,13 @@ class _MemoryNodes:
     def __init__(
         self,
         store: MemoryStore,
-        search: MemorySearchProvider | None,
+        search: MemorySearchProvider,
         query_limit: int,
         search_limit: int,
         track_usage: bool,
         clock: Clock,
         access: AccessControl,
+        embedder: Embedder | None,
     ) -> None:
         self.store = store
         self.search_provider = search
@@ -173,6 +178,15 @@ class _MemoryNodes:
         self.clock = clock
         self.access = access
         self.hygiene: _PeriodicHygiene | None = None
+        self.embedder = embedder
+        self.model = None if embedder is None else model_of(embedder)
+
+    async def _vectors(self, records: Sequence[MemoryDraft | MemoryItem]) -> Vectors | None:
+        """The embeddings of ``records`` (``None`` without an embedder)."""
+        if self.embedder is None or self.model is None:
+            return None
+        texts = [vector_text(record) for record in records]
+        return Vectors(self.model, await embed_texts(self.embedder, texts))
 
     def _visible_filter(self, filter: MemoryFilter, principal: str | None) -> MemoryFilter:
         """``filter`` narrowed to what the caller may see (enforcing), inside the store and so
@@ -263,14 +277,7 @@ class _MemoryNodes:
         request = msgspec.structs.replace(
             request, limit=limit, filter=self._visible_filter(request.filter, principal)
         )
-        provider: MemorySearchProvider | MemoryStore
-        if self.search_provider is not None:
-            provider = self.search_provider
-        elif self.store.can_search:
-            provider = self.store
-        else:
-            raise SearchUnavailableError()
-        hits = await _backend(provider.search(request, ctx))
+        hits = await _backend(self.search_provider.search(request, ctx))
         if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
             raise _off_contract("SEARCH output must be a list of SearchHit")
         if len(hits) > limit:
@@ -318,7 +325,14 @@ class _MemoryNodes:
         drafts = request.memories
         if self.access.checks:
             drafts = await self._stamped(ctx, drafts)
-        items = _check_items(await _backend(self.store.write(drafts, request.mode)), "WRITE output")
+        vectors = await self._vectors(drafts)
+        # Without an embedder, call the store as stores without vectors define write().
+        writing = (
+            self.store.write(drafts, request.mode)
+            if vectors is None
+            else self.store.write(drafts, request.mode, vectors)
+        )
+        items = _check_items(await _backend(writing), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
             for item, draft in zip(items, request.memories, strict=True)
@@ -397,11 +411,28 @@ class _MemoryNodes:
             ]
             if not_owned:
                 await self.access.refuse(ctx, not_owned, "only the owner may change visibility")
-        items = _check_items(await _backend(self.store.update(request.updates)), "UPDATE output")
+        if self.embedder is None:
+            updating = self.store.update(request.updates)
+        else:
+            vectors = await self._vectors(await self._patched(request.updates))
+            updating = self.store.update(request.updates, vectors)
+        items = _check_items(await _backend(updating), "UPDATE output")
         if [item.id for item in items] != ids:
             raise _off_contract("UPDATE must return each requested record once, in order")
         await self.access.record(ctx, ids)
         return UpdateOutput(items)
+
+    async def _patched(self, patches: list[MemoryPatch]) -> list[MemoryItem]:
+        """The records as the patches will leave them (to embed their new text first)."""
+        ids = [patch.id for patch in patches]
+        stored = {
+            item.id: item for item in await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
+        }
+        missing = [item_id for item_id in ids if item_id not in stored]
+        if missing:
+            raise not_found(f"no record with id {missing[0]!r}")
+        now = now_from(self.clock)
+        return [apply_patch(stored[patch.id], patch, now) for patch in patches]
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
         if self.hygiene is not None:
@@ -496,6 +527,8 @@ def create_memory_worker(
     audit: bool = False,
     retention: RetentionPolicy | None = None,
     hygiene_interval_s: float | None = None,
+    embedder: Embedder | None = None,
+    search_settings: SearchSettings | None = None,
 ) -> WorkerDefinition:
     """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``.
 
@@ -514,6 +547,9 @@ def create_memory_worker(
         retention: Rules for :func:`~workers.memory.retention.run_hygiene`.
         hygiene_interval_s: Run hygiene with ``retention`` every this many seconds in the
             background (never two runs at once); ``None``: only when asked.
+        embedder: Embeds every written record (in the write's transaction) and SEARCH queries,
+            turning on the ``vector`` and ``hybrid`` strategies (``auto`` becomes hybrid).
+        search_settings: Defaults of the hybrid strategy (fusion, weights, ``min_score``).
 
     Raises:
         InvalidInputError: A limit is not an integer from 1 to 10000, a hygiene interval
@@ -534,15 +570,22 @@ def create_memory_worker(
         raise InvalidInputError(
             f"audit needs a store with an audit log; {type(store).__name__} has none"
         )
+    if embedder is not None:
+        model_of(embedder)  # a clear error now, not at the first write
+        if not store.can_store_vectors:
+            raise InvalidInputError(
+                f"{type(store).__name__} keeps no vectors: it cannot take an embedder"
+            )
     control = AccessControl(access or AccessPolicy(), store, audit=audit, clock=clock)
     nodes = _MemoryNodes(
         store,
-        search,
+        search or SearchEngine(store, embedder, search_settings),
         _check_limit("query_limit", query_limit),
         _check_limit("search_limit", search_limit),
         track_usage,
         clock,
         control,
+        embedder,
     )
     hygiene = None
     if retention is not None and hygiene_interval_s is not None:

@@ -14,6 +14,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 import msgspec
+import numpy as np
 
 from workers.memory.contracts import (
     AuditEntry,
@@ -27,7 +28,8 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.errors import key_taken, not_found
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.errors import conflict, key_taken, not_found
 from workers.memory.filters import matches_filter
 from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -45,6 +47,15 @@ from workers.memory.records import (
 from workers.memory.search.keyword import explained, keyword_request
 from workers.memory.search.text import light_stem
 from workers.memory.search.text import words as text_words
+from workers.memory.vectors import (
+    VectorIndex,
+    Vectors,
+    VectorState,
+    check_model,
+    ranked_filtered,
+    vector_text,
+    vectors_required,
+)
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -71,6 +82,10 @@ class InProcessMemoryStore(MemoryStore):
         self._history: dict[str, list[HistoryEntry]] = {}
         self._audit: list[AuditEntry] = []
         self._audit_seq = 0
+        self._vectors: dict[str, tuple[EmbeddingModel, Matrix, str]] = {}
+        """id -> (model, unit vector, the text it was computed from)."""
+        self._state = VectorState()
+        self._index = VectorIndex()
 
     # ----------------------------------------------------------------- reads
 
@@ -135,7 +150,10 @@ class InProcessMemoryStore(MemoryStore):
 
     # ----------------------------------------------------------------- writes
 
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+    async def write(
+        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
+        self._check_vectors(vectors)
         keys = self._keys
         existing = {
             (draft.namespace, draft.key): _copy(self._items[keys[(draft.namespace, draft.key)]])
@@ -148,10 +166,15 @@ class InProcessMemoryStore(MemoryStore):
                 self._put(step.item)
                 change = CHANGE_OF_STEP[step.action]
                 self._log(history_entry(step.item, change, step.item.updated_at))
+        if vectors is not None:
+            self._store_vectors(vectors.model, [step.item for step in steps], vectors.matrix)
         return [_copy(step.item) for step in steps]
 
-    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+    async def update(
+        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
         now = now_from(self._clock)  # read once per call, refused or not, like every store
+        self._check_vectors(vectors)
         missing = [patch.id for patch in patches if patch.id not in self._items]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
@@ -159,6 +182,8 @@ class InProcessMemoryStore(MemoryStore):
         for item, patch in zip(updated, patches, strict=True):  # all applied: all or nothing
             self._put(item)
             self._log(history_entry(item, change_of_patch(patch), now))
+        if vectors is not None:
+            self._store_vectors(vectors.model, updated, vectors.matrix)
         return [_copy(item) for item in updated]
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
@@ -170,6 +195,8 @@ class InProcessMemoryStore(MemoryStore):
                 continue
             self._log(history_entry(item, "delete", now))
             self._terms.pop(item_id, None)
+            self._vectors.pop(item_id, None)
+            self._index.remove([item_id])
             if item.key is not None:
                 self._keys.pop((item.namespace, item.key), None)
             deleted.append(item_id)
@@ -192,8 +219,79 @@ class InProcessMemoryStore(MemoryStore):
             previous = self._items.get(item.id)
             if previous is not None and previous.key is not None:
                 self._keys.pop((previous.namespace, previous.key), None)
+            held = self._vectors.get(item.id)
+            if held is not None and held[2] != vector_text(item):  # its text changed: re-embed
+                del self._vectors[item.id]
+                self._index.remove([item.id])
             self._put(item)
         return len(items)
+
+    # ----------------------------------------------------------------- vectors
+
+    def _check_vectors(self, vectors: Vectors | None) -> None:
+        if vectors is not None:
+            check_model(vectors.model, self._state, writing=True)
+        elif self._state.active is not None:
+            raise vectors_required(self._state)
+
+    def _store_vectors(
+        self, model: EmbeddingModel, items: Sequence[MemoryItem], matrix: Matrix
+    ) -> None:
+        if self._state.active is None:
+            self._state = VectorState(model, self._state.target)
+            self._index.reset(model)
+        for item, row in zip(items, matrix, strict=True):
+            self._vectors[item.id] = (model, row.copy(), vector_text(item))
+        if model == self._state.active:
+            self._index.upsert([item.id for item in items], matrix)
+
+    async def vector_state(self) -> VectorState:
+        return self._state
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        check_model(model, self._state, writing=False)
+
+        def matching(ids: list[str]) -> list[MemoryItem]:
+            found = (self._items.get(item_id) for item_id in ids)
+            return [
+                _copy(item) for item in found if item is not None and matches_filter(item, filter)
+            ]
+
+        return ranked_filtered(self._index, query, limit, matching, lambda item: item.id)
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        if self._state.active not in (None, model):
+            self._state = VectorState(self._state.active, model)
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        lacking = sorted(
+            item_id
+            for item_id in self._items
+            if (after is None or item_id > after)
+            and (item_id not in self._vectors or self._vectors[item_id][0] != model)
+        )
+        return [_copy(self._items[item_id]) for item_id in lacking[:limit]]
+
+    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
+        check_model(model, self._state, writing=True)
+        present = [index for index, item_id in enumerate(ids) if item_id in self._items]
+        self._store_vectors(model, [self._items[ids[index]] for index in present], matrix[present])
+        return len(present)
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        lacking = await self.missing_vectors(model, None, 1)
+        if lacking:
+            raise conflict("some records still lack a vector of the new model; run reindex again")
+        self._vectors = {k: v for k, v in self._vectors.items() if v[0] == model}
+        self._state = VectorState(model)
+        self._index.reset(model)
+        ids = list(self._vectors)
+        if ids:
+            self._index.upsert(ids, np.stack([self._vectors[item_id][1] for item_id in ids]))
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return [_copy_entry(entry) for entry in self._history.get(id, [])]

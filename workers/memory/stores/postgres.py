@@ -47,6 +47,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, conflict, not_found
 from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -74,7 +75,19 @@ from workers.memory.stores.postgres_sql import (
     records,
     where_clause,
 )
+from workers.memory.stores.postgres_vectors import (
+    begin_reindex,
+    finish_reindex,
+    forget_vectors,
+    missing_vectors,
+    put_vectors,
+    read_state,
+    require_vectors,
+    search_vectors,
+    store_vectors,
+)
 from workers.memory.stores.rows import row_to_item
+from workers.memory.vectors import VectorIndex, Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -168,6 +181,8 @@ class PostgresMemoryStore(MemoryStore):
         self._pending_usage: dict[str, tuple[int, int]] = {}
         self._usage_applied_at = 0.0
         self._open_lock = asyncio.Lock()
+        self._index = VectorIndex()
+        self._refreshing = asyncio.Lock()
 
     @classmethod
     def from_url(
@@ -344,7 +359,9 @@ class PostgresMemoryStore(MemoryStore):
 
     # ----------------------------------------------------------------- writes
 
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
+    async def write(
+        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
         await self._ready()
         now = now_from(self._clock)
         keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
@@ -352,7 +369,11 @@ class PostgresMemoryStore(MemoryStore):
             # Pending usage first, in its own statement: a failing batch must not lose it.
             await self._apply_usage(connection)
             async with connection.transaction():
-                return await self._write_batch(connection, drafts, mode, now, keyed)
+                await require_vectors(connection, self._s, vectors)
+                items = await self._write_batch(connection, drafts, mode, now, keyed)
+                if vectors is not None:
+                    await store_vectors(connection, self._s, vectors.model, items, vectors.matrix)
+                return items
 
     async def _write_batch(
         self,
@@ -424,14 +445,20 @@ class PostgresMemoryStore(MemoryStore):
             f"UPDATE {self._s}.memories SET {assignments} WHERE id = $1", item.id, *values[3:]
         )
 
-    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
+    async def update(
+        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
         await self._ready()
         now = now_from(self._clock)
         ids = [patch.id for patch in patches]
         async with _translated(), self.pool.acquire() as connection:
             await self._apply_usage(connection)
             async with connection.transaction():
-                return await self._update_batch(connection, patches, ids, now)
+                await require_vectors(connection, self._s, vectors)
+                items = await self._update_batch(connection, patches, ids, now)
+                if vectors is not None:
+                    await store_vectors(connection, self._s, vectors.model, items, vectors.matrix)
+                return items
 
     async def _update_batch(
         self,
@@ -478,6 +505,7 @@ class PostgresMemoryStore(MemoryStore):
             await self._log(
                 connection, [history_entry(found[item_id], "delete", now) for item_id in deleted]
             )
+            await forget_vectors(connection, self._s, deleted)
         return deleted
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
@@ -509,7 +537,46 @@ class PostgresMemoryStore(MemoryStore):
                         for item in used
                     ],
                 )
+            await forget_vectors(connection, s, [], keep=items)  # a changed text: re-embed
         return len(items)
+
+    # ----------------------------------------------------------------- vectors
+
+    async def vector_state(self) -> VectorState:
+        await self._ready()
+        async with _translated(), self.pool.acquire() as connection:
+            return (await read_state(connection, self._s))[0]
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        await self._ready()
+        async with _translated():
+            return await search_vectors(
+                self.pool, self._s, self._index, self._refreshing, model, query, filter, limit
+            )
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        await self._ready()
+        async with _translated(), self.pool.acquire() as connection:
+            await begin_reindex(connection, self._s, model)
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        await self._ready()
+        async with _translated(), self.pool.acquire() as connection:
+            return await missing_vectors(connection, self._s, model, after, limit)
+
+    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
+        await self._ready()
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            return await put_vectors(connection, self._s, model, ids, matrix)
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        await self._ready()
+        async with _translated(), self.pool.acquire() as connection, connection.transaction():
+            await finish_reindex(connection, self._s, model)
 
     async def history(self, id: str) -> list[HistoryEntry]:
         await self._ready()

@@ -115,6 +115,37 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             """,
             f"CREATE INDEX memory_audit_at ON {s}.memory_audit (at)",
         ),
+        _vector_steps(s),
+    )
+
+
+def _vector_steps(s: str) -> tuple[str, ...]:
+    """Schema step 4 (vectors, see ``postgres_vectors``) for schema ``s`` (quoted)."""
+    return (
+        f"""
+        CREATE TABLE {s}.memory_vectors (
+            id text COLLATE "C" PRIMARY KEY,
+            model text NOT NULL,
+            dimension integer NOT NULL,
+            vector bytea NOT NULL,
+            text_hash text NOT NULL,
+            gen bigint NOT NULL
+        )
+        """,
+        f"CREATE INDEX memory_vectors_gen ON {s}.memory_vectors (gen)",
+        f"CREATE TABLE {s}.memory_vector_tombstones (gen bigint NOT NULL, id text NOT NULL)",
+        f"CREATE INDEX memory_vector_tombstones_gen ON {s}.memory_vector_tombstones (gen)",
+        f"""
+        CREATE TABLE {s}.memory_vector_state (
+            singleton integer PRIMARY KEY CHECK (singleton = 1),
+            model text,
+            dimension integer,
+            target_model text,
+            target_dimension integer,
+            generation bigint NOT NULL
+        )
+        """,
+        f"INSERT INTO {s}.memory_vector_state (singleton, generation) VALUES (1, 0)",
     )
 
 

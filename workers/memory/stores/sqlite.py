@@ -43,6 +43,7 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import MemoryStoreError, key_taken, not_found
 from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
@@ -71,6 +72,18 @@ from workers.memory.stores.sqlite_sql import (
     order_clause,
     where_clause,
 )
+from workers.memory.stores.sqlite_vectors import (
+    begin_reindex,
+    finish_reindex,
+    forget_vectors,
+    missing_vectors,
+    put_vectors,
+    read_state,
+    require_vectors,
+    search_vectors,
+    store_vectors,
+)
+from workers.memory.vectors import VectorIndex, Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -147,6 +160,7 @@ class SqliteMemoryStore(MemoryStore):
         self._usage_lock = threading.Lock()
         self._pending_usage: dict[str, tuple[int, int]] = {}
         self._usage_timer: asyncio.TimerHandle | None = None
+        self._index = VectorIndex()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -323,8 +337,12 @@ class SqliteMemoryStore(MemoryStore):
 
     # ----------------------------------------------------------------- writes
 
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
-        return await self._write(self._write_batch, list(drafts), mode, now_from(self._clock))
+    async def write(
+        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
+        return await self._write(
+            self._write_batch, list(drafts), mode, now_from(self._clock), vectors
+        )
 
     def _write_batch(
         self,
@@ -332,7 +350,9 @@ class SqliteMemoryStore(MemoryStore):
         drafts: list[MemoryDraft],
         mode: WriteMode,
         now: datetime,
+        vectors: Vectors | None,
     ) -> list[MemoryItem]:
+        require_vectors(connection, vectors)
         existing: dict[tuple[str, str], MemoryItem] = {}
         by_namespace: dict[str, list[str]] = {}
         for draft in drafts:
@@ -370,6 +390,8 @@ class SqliteMemoryStore(MemoryStore):
                 if step.action != "keep"
             ],
         )
+        if vectors is not None:
+            store_vectors(connection, vectors.model, [step.item for step in steps], vectors.matrix)
         return [step.item for step in steps]
 
     def _replace(self, connection: sqlite3.Connection, item: MemoryItem) -> None:
@@ -383,12 +405,19 @@ class SqliteMemoryStore(MemoryStore):
             (seq, *fts_row(item)),
         )
 
-    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
-        return await self._write(self._update, list(patches), now_from(self._clock))
+    async def update(
+        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+    ) -> list[MemoryItem]:
+        return await self._write(self._update, list(patches), now_from(self._clock), vectors)
 
     def _update(
-        self, connection: sqlite3.Connection, patches: list[MemoryPatch], now: datetime
+        self,
+        connection: sqlite3.Connection,
+        patches: list[MemoryPatch],
+        now: datetime,
+        vectors: Vectors | None,
     ) -> list[MemoryItem]:
+        require_vectors(connection, vectors)
         ids = [patch.id for patch in patches]
         stored: dict[str, MemoryItem] = {}
         for chunk in _chunks(ids):
@@ -411,6 +440,8 @@ class SqliteMemoryStore(MemoryStore):
                 for item, patch in zip(updated, patches, strict=True)
             ],
         )
+        if vectors is not None:
+            store_vectors(connection, vectors.model, updated, vectors.matrix)
         return updated
 
     async def delete(self, ids: Sequence[str]) -> list[str]:
@@ -429,6 +460,7 @@ class SqliteMemoryStore(MemoryStore):
                 entries.append(history_entry(row_to_item(row[1:]), "delete", now))
                 deleted.append(item_id)
         _log(connection, entries)
+        forget_vectors(connection, deleted)
         return deleted
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
@@ -449,7 +481,34 @@ class SqliteMemoryStore(MemoryStore):
                 "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)",
                 (seq, *fts_row(item)),
             )
+        forget_vectors(connection, [], keep=items)  # a changed text needs a new vector
         return len(items)
+
+    # ----------------------------------------------------------------- vectors
+
+    async def vector_state(self) -> VectorState:
+        return await self._read(lambda: read_state(self._connection())[0])
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        return await self._read(
+            lambda: search_vectors(self._connection(), self._index, model, query, filter, limit)
+        )
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        await self._write(begin_reindex, model)
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        return await self._read(lambda: missing_vectors(self._connection(), model, after, limit))
+
+    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
+        return await self._write(put_vectors, model, list(ids), matrix)
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        await self._write(finish_reindex, model)
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return await self._read(self._history, id)

@@ -78,7 +78,36 @@ _V3 = (
     "CREATE INDEX memory_audit_at ON memory_audit(at)",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+_V4 = (
+    # Vectors of one model at a time (see workers.memory.vectors). `gen` numbers every change
+    # under the write lock, so a process's cached index reads only what is newer than itself.
+    """
+    CREATE TABLE memory_vectors (
+        id TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        text_hash TEXT NOT NULL,
+        gen INTEGER NOT NULL
+    ) STRICT
+    """,
+    "CREATE INDEX memory_vectors_gen ON memory_vectors(gen)",
+    "CREATE TABLE memory_vector_tombstones (gen INTEGER NOT NULL, id TEXT NOT NULL) STRICT",
+    "CREATE INDEX memory_vector_tombstones_gen ON memory_vector_tombstones(gen)",
+    """
+    CREATE TABLE memory_vector_state (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        model TEXT,
+        dimension INTEGER,
+        target_model TEXT,
+        target_dimension INTEGER,
+        generation INTEGER NOT NULL
+    ) STRICT
+    """,
+    "INSERT INTO memory_vector_state (singleton, generation) VALUES (1, 0)",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

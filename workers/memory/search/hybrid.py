@@ -1,0 +1,241 @@
+"""MEMORY.SEARCH strategies: ``keyword``, ``vector``, ``hybrid``, ``auto`` and
+``recent-keyword``, over any store.
+
+* ``keyword`` — the store's BM25 search.
+* ``vector`` — cosine similarity between the query's embedding and the records' (the store's
+  exact index), filters applied before the limit.
+* ``hybrid`` — both legs, each over-fetching ``overfetch × limit`` candidates, fused:
+  ``rrf`` (the default): ``score = Σ wᵢ / (k + rankᵢ)`` over the legs a record appears in,
+  ``k = 60``, weights 0.5 / 0.5 (PAR's and Letta's formula); or ``weighted``: each leg's scores
+  min-max normalised over its candidates, ``score = vector_weight · v + keyword_weight · k``
+  (PRX's linear fusion; default weights 0.7 / 0.3).
+* ``auto`` (the default) — ``hybrid`` when an embedder is configured, else ``keyword``.
+* ``recent-keyword`` — keyword candidates re-ranked by ``metadata["saved_at"]``.
+
+Options: ``explain`` (each hit carries its per-leg rank and score, each leg's contribution and
+the fused score — the contributions add up to it), ``min_score`` (drop hits scoring less),
+``fusion``, ``rrf_k``, ``vector_weight``, ``keyword_weight``; defaults come from ``ditto.yaml``
+(:class:`SearchSettings`) and a request may override them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import msgspec
+
+from ditto.errors import InvalidInputError
+from ditto.runtime.context import NodeContext
+from workers.memory.contracts import MemoryItem, SearchHit, SearchInput
+from workers.memory.embeddings.base import Embedder, embed_texts, model_of
+from workers.memory.errors import MemoryStoreError, SearchUnavailableError
+from workers.memory.ports import MemoryStore
+from workers.memory.search.recency import STRATEGY as RECENT_KEYWORD
+from workers.memory.search.recency import recency_search
+
+__all__ = ("STRATEGIES", "SearchEngine", "SearchSettings")
+
+STRATEGIES = ("auto", "keyword", "vector", "hybrid", RECENT_KEYWORD)
+Fusion = Literal["rrf", "weighted"]
+_DEFAULT_WEIGHTS = {"rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}  # (vector, keyword)
+_OPTIONS = frozenset({"explain", "min_score", "fusion", "rrf_k", "vector_weight", "keyword_weight"})
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """Defaults of the hybrid strategy (a request's ``options`` override them).
+
+    Args:
+        fusion: ``rrf`` or ``weighted``.
+        rrf_k: RRF's rank offset (> 0).
+        vector_weight / keyword_weight: Leg weights (>= 0, not both 0); ``None`` takes the
+            fusion's default (RRF 0.5 / 0.5, weighted 0.7 / 0.3).
+        overfetch: Each hybrid leg fetches ``overfetch × limit`` candidates (1..20).
+        min_score: Drop hits scoring below it (``None``: keep all).
+    """
+
+    fusion: Fusion = "rrf"
+    rrf_k: float = 60
+    vector_weight: float | None = None
+    keyword_weight: float | None = None
+    overfetch: int = 3
+    min_score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("rrf", "weighted"):
+            raise InvalidInputError("fusion must be rrf or weighted")
+        _number("rrf_k", self.rrf_k, positive=True)
+        for name in ("vector_weight", "keyword_weight", "min_score"):
+            value = getattr(self, name)
+            if value is not None:
+                _number(name, value, positive=False, allow_negative=name == "min_score")
+        vector, keyword = self.weights()
+        if vector == 0 and keyword == 0:
+            raise InvalidInputError("vector_weight and keyword_weight cannot both be 0")
+        if isinstance(self.overfetch, bool) or not isinstance(self.overfetch, int):
+            raise InvalidInputError("overfetch must be an integer")
+        if not 1 <= self.overfetch <= 20:
+            raise InvalidInputError("overfetch must be from 1 to 20")
+
+    def weights(self) -> tuple[float, float]:
+        vector, keyword = _DEFAULT_WEIGHTS[self.fusion]
+        return (
+            vector if self.vector_weight is None else self.vector_weight,
+            keyword if self.keyword_weight is None else self.keyword_weight,
+        )
+
+
+def _number(name: str, value: object, *, positive: bool, allow_negative: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MemoryStoreError(f"{name} must be a finite number")
+    if positive and value <= 0:
+        raise MemoryStoreError(f"{name} must be more than 0")
+    if not positive and not allow_negative and value < 0:
+        raise MemoryStoreError(f"{name} must not be negative")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    name: str
+    ranked: list[tuple[MemoryItem, float]]
+
+
+class SearchEngine:
+    """The default :class:`~workers.memory.ports.MemorySearchProvider`: every strategy above
+    over ``store`` (and ``embedder`` for the vector leg)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder | None = None,
+        settings: SearchSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.model = model_of(embedder) if embedder is not None else None
+        self.settings = settings or SearchSettings()
+        self._recent = recency_search(store)
+
+    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit]:
+        strategy = input.strategy or "auto"
+        if strategy == RECENT_KEYWORD:
+            return await self._recent.search(input, ctx)
+        if strategy not in STRATEGIES:
+            raise MemoryStoreError(
+                f"unknown search strategy {strategy!r}; use one of {', '.join(STRATEGIES)}"
+            )
+        settings, explain = self._settings(input.options)
+        if strategy == "auto":
+            strategy = "hybrid" if self.embedder is not None else "keyword"
+        limit = input.limit or 10
+        if strategy == "keyword":
+            hits = await self._keyword(input, limit, explain)
+        else:
+            if not isinstance(input.query, str):
+                raise MemoryStoreError(f"{strategy} search needs a text query")
+            if strategy == "vector":
+                leg = await self._vector(input, limit)
+                hits = [
+                    SearchHit(item, score, _leg_explain("vector", rank, score) if explain else None)
+                    for rank, (item, score) in enumerate(leg.ranked, start=1)
+                ]
+            else:
+                hits = await self._hybrid(input, limit, settings, explain)
+        if settings.min_score is not None:
+            hits = [
+                hit for hit in hits if hit.score is not None and hit.score >= settings.min_score
+            ]
+        return hits
+
+    def _settings(self, options: dict[str, Any]) -> tuple[SearchSettings, bool]:
+        unknown = sorted(options.keys() - _OPTIONS)
+        if unknown:
+            raise MemoryStoreError(
+                f"unknown search option {unknown[0]!r}; options: {', '.join(sorted(_OPTIONS))}"
+            )
+        explain = options.get("explain", False)
+        if not isinstance(explain, bool):
+            raise MemoryStoreError("options.explain must be true or false")
+        overrides = {name: value for name, value in options.items() if name != "explain"}
+        if not overrides:
+            return self.settings, explain
+        try:
+            return replace(self.settings, **overrides), explain
+        except (InvalidInputError, TypeError) as exc:
+            raise MemoryStoreError(str(exc).removeprefix("[INVALID_INPUT] ")) from None
+
+    async def _keyword(self, input: SearchInput, limit: int, explain: bool) -> list[SearchHit]:
+        if not self.store.can_search:
+            raise SearchUnavailableError()
+        options = {"explain": True} if explain else {}
+        request = msgspec.structs.replace(input, strategy="keyword", limit=limit, options=options)
+        return await self.store.search(request)
+
+    async def _vector(self, input: SearchInput, limit: int) -> _Leg:
+        if self.embedder is None or self.model is None:
+            raise MemoryStoreError(
+                "vector search needs an embedder: configure workers.memory.embedder (or pass "
+                "embedder= to create_memory_worker)",
+                code="SEARCH_UNAVAILABLE",
+            )
+        query = await embed_texts(self.embedder, [input.query])
+        ranked = await self.store.vector_search(self.model, query[0], input.filter, limit)
+        return _Leg("vector", ranked)
+
+    async def _hybrid(
+        self, input: SearchInput, limit: int, settings: SearchSettings, explain: bool
+    ) -> list[SearchHit]:
+        fetch = limit * settings.overfetch
+        keyword_request = msgspec.structs.replace(input, limit=fetch, options={})
+        vector_leg, keyword_hits = await asyncio.gather(
+            self._vector(input, fetch), self._keyword(keyword_request, fetch, False)
+        )
+        keyword_leg = _Leg("keyword", [(hit.memory, hit.score or 0.0) for hit in keyword_hits])
+        vector_weight, keyword_weight = settings.weights()
+        legs = ((vector_leg, vector_weight), (keyword_leg, keyword_weight))
+        fused: dict[str, dict[str, Any]] = {}
+        items: dict[str, MemoryItem] = {}
+        for leg, weight in legs:
+            normalise = _min_max([score for _, score in leg.ranked])
+            for rank, (item, score) in enumerate(leg.ranked, start=1):
+                items.setdefault(item.id, item)
+                if settings.fusion == "rrf":
+                    contribution = weight / (settings.rrf_k + rank)
+                else:
+                    contribution = weight * normalise(score)
+                entry = fused.setdefault(item.id, {"fused_score": 0.0})
+                entry[f"{leg.name}_rank"] = rank
+                entry[f"{leg.name}_score"] = score
+                entry[f"{leg.name}_contribution"] = contribution
+                entry["fused_score"] += contribution
+        order = sorted(fused, key=lambda item_id: (-fused[item_id]["fused_score"], item_id))
+        hits = []
+        for item_id in order[:limit]:
+            why = fused[item_id]
+            detail = None
+            if explain:
+                detail = {"strategy": "hybrid", "fusion": settings.fusion, **why}
+                for name in ("vector", "keyword"):  # a leg that missed it contributes 0
+                    detail.setdefault(f"{name}_rank", None)
+                    detail.setdefault(f"{name}_score", None)
+                    detail.setdefault(f"{name}_contribution", 0.0)
+            hits.append(SearchHit(items[item_id], why["fused_score"], detail))
+        return hits
+
+
+def _leg_explain(name: str, rank: int, score: float) -> dict[str, Any]:
+    return {"strategy": name, f"{name}_rank": rank, f"{name}_score": score}
+
+
+def _min_max(scores: list[float]) -> Any:
+    """Min-max normalisation over one leg's candidates (a single value, or all equal, is 1)."""
+    if not scores:
+        return lambda score: 0.0
+    low, high = min(scores), max(scores)
+    if high - low <= 1e-12:
+        return lambda score: 1.0
+    return lambda score: (score - low) / (high - low)

@@ -1,0 +1,242 @@
+"""Vectors in the SQLite store: the SQL that keeps them with their records, and the search over
+the cached index. Functions taking a connection run inside the writer's transaction or in a
+reader thread (the store decides which)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from workers.memory.contracts import MemoryFilter, MemoryItem
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.errors import conflict
+from workers.memory.stores.rows import row_to_item
+from workers.memory.stores.sqlite_sql import COLUMNS, where_clause
+from workers.memory.vectors import (
+    VectorIndex,
+    Vectors,
+    VectorState,
+    check_model,
+    from_blob,
+    ranked_filtered,
+    text_hash,
+    to_blob,
+    vectors_required,
+)
+
+__all__ = (
+    "begin_reindex",
+    "finish_reindex",
+    "forget_vectors",
+    "missing_vectors",
+    "put_vectors",
+    "read_state",
+    "require_vectors",
+    "search_vectors",
+    "store_vectors",
+)
+
+_CHUNK = 500
+
+
+def read_state(connection: sqlite3.Connection) -> tuple[VectorState, int]:
+    """The store's vector models and its generation."""
+    model, dimension, target, target_dimension, generation = connection.execute(
+        "SELECT model, dimension, target_model, target_dimension, generation "
+        "FROM memory_vector_state"
+    ).fetchone()
+    active = EmbeddingModel(model, dimension) if model is not None else None
+    goal = EmbeddingModel(target, target_dimension) if target is not None else None
+    return VectorState(active, goal), int(generation)
+
+
+def require_vectors(connection: sqlite3.Connection, vectors: Vectors | None) -> None:
+    """Refuse a write whose vectors do not fit the store (before anything is written)."""
+    state, _ = read_state(connection)
+    if vectors is not None:
+        check_model(vectors.model, state, writing=True)
+    elif state.active is not None:
+        raise vectors_required(state)
+
+
+def _next_generation(connection: sqlite3.Connection) -> int:
+    (generation,) = connection.execute(
+        "UPDATE memory_vector_state SET generation = generation + 1 RETURNING generation"
+    ).fetchone()
+    return int(generation)
+
+
+def store_vectors(
+    connection: sqlite3.Connection,
+    model: EmbeddingModel,
+    items: Sequence[MemoryItem],
+    matrix: Matrix,
+) -> None:
+    """Keep each record's vector (in the caller's transaction); the first model becomes the
+    store's."""
+    if not items:
+        return
+    state, _ = read_state(connection)
+    if state.active is None:
+        connection.execute(
+            "UPDATE memory_vector_state SET model = ?, dimension = ?",
+            (model.model_id, model.dimension),
+        )
+    generation = _next_generation(connection)
+    connection.executemany(
+        "INSERT OR REPLACE INTO memory_vectors (id, model, dimension, vector, text_hash, gen) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (item.id, model.model_id, model.dimension, to_blob(row), text_hash(item), generation)
+            for item, row in zip(items, matrix, strict=True)
+        ],
+    )
+
+
+def forget_vectors(
+    connection: sqlite3.Connection, ids: Sequence[str], keep: Sequence[MemoryItem] = ()
+) -> None:
+    """Drop the vectors of ``ids`` (deleted records), or of ``keep`` records whose text no longer
+    matches their vector (imported ones), leaving a tombstone for other processes' indexes."""
+    gone: list[str] = list(ids)
+    for item in keep:
+        row = connection.execute(
+            "SELECT text_hash FROM memory_vectors WHERE id = ?", (item.id,)
+        ).fetchone()
+        if row is not None and row[0] != text_hash(item):
+            gone.append(item.id)
+    removed: list[str] = []
+    for start in range(0, len(gone), _CHUNK):
+        chunk = gone[start : start + _CHUNK]
+        removed += [
+            row[0]
+            for row in connection.execute(
+                f"DELETE FROM memory_vectors WHERE id IN ({', '.join('?' * len(chunk))}) "
+                "RETURNING id",
+                chunk,
+            )
+        ]
+    if removed:
+        generation = _next_generation(connection)
+        connection.executemany(
+            "INSERT INTO memory_vector_tombstones (gen, id) VALUES (?, ?)",
+            [(generation, item_id) for item_id in removed],
+        )
+
+
+def begin_reindex(connection: sqlite3.Connection, model: EmbeddingModel) -> None:
+    state, _ = read_state(connection)
+    if state.active is not None and state.active != model:
+        connection.execute(
+            "UPDATE memory_vector_state SET target_model = ?, target_dimension = ?",
+            (model.model_id, model.dimension),
+        )
+
+
+def missing_vectors(
+    connection: sqlite3.Connection, model: EmbeddingModel, after: str | None, limit: int
+) -> list[MemoryItem]:
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
+        "AND v.model = ? AND v.dimension = ? WHERE v.id IS NULL AND m.id > ? "
+        "ORDER BY m.id LIMIT ?",
+        (model.model_id, model.dimension, after or "", limit),
+    )
+    return [row_to_item(row) for row in rows]
+
+
+def put_vectors(
+    connection: sqlite3.Connection, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix
+) -> int:
+    state, _ = read_state(connection)
+    check_model(model, state, writing=True)
+    items: dict[str, MemoryItem] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        for row in connection.execute(
+            f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        ):
+            items[row[0]] = row_to_item(row)
+    present = [index for index, item_id in enumerate(ids) if item_id in items]
+    store_vectors(connection, model, [items[ids[index]] for index in present], matrix[present])
+    return len(present)
+
+
+def finish_reindex(connection: sqlite3.Connection, model: EmbeddingModel) -> None:
+    if missing_vectors(connection, model, None, 1):
+        raise conflict("some records still lack a vector of the new model; run reindex again")
+    connection.execute(
+        "DELETE FROM memory_vectors WHERE model != ? OR dimension != ?",
+        (model.model_id, model.dimension),
+    )
+    connection.execute(
+        "UPDATE memory_vector_state SET model = ?, dimension = ?, target_model = NULL, "
+        "target_dimension = NULL",
+        (model.model_id, model.dimension),
+    )
+    _next_generation(connection)
+
+
+def search_vectors(
+    connection: sqlite3.Connection,
+    index: VectorIndex,
+    model: EmbeddingModel,
+    query: Matrix,
+    filter: MemoryFilter,
+    limit: int,
+) -> list[tuple[MemoryItem, float]]:
+    """Bring ``index`` up to date with the file (one read snapshot), then rank within it."""
+    connection.execute("BEGIN")  # one snapshot for the state and the rows read with it
+    try:
+        state, generation = read_state(connection)
+        check_model(model, state, writing=False)
+        if state.active is None:
+            return []
+        with index.lock:
+            _refresh(connection, index, state.active, generation)
+    finally:
+        connection.execute("COMMIT")
+    where, params = where_clause(filter)
+
+    def matching(ids: list[str]) -> list[MemoryItem]:
+        found: list[MemoryItem] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = connection.execute(
+                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
+                f"({', '.join('?' * len(chunk))}) AND {where}",
+                [*chunk, *params],
+            )
+            found += [row_to_item(row) for row in rows]
+        return found
+
+    return ranked_filtered(index, query, limit, matching, lambda item: item.id)
+
+
+def _refresh(
+    connection: sqlite3.Connection, index: VectorIndex, active: EmbeddingModel, generation: int
+) -> None:
+    if index.model != active:
+        index.reset(active)
+    if generation <= index.generation:  # up to date, or another reader had a newer snapshot
+        return
+    since = index.generation
+    removed = [
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM memory_vector_tombstones WHERE gen > ?", (since,)
+        )
+    ]
+    index.remove(removed)
+    rows: Any = connection.execute(
+        "SELECT id, vector FROM memory_vectors WHERE gen > ? AND model = ? AND dimension = ?",
+        (since, active.model_id, active.dimension),
+    ).fetchall()
+    if rows:
+        ids = [row[0] for row in rows]
+        index.upsert(ids, np.stack([from_blob(row[1], active.dimension) for row in rows]))
+    index.generation = generation

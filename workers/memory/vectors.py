@@ -1,0 +1,233 @@
+"""Vectors in the stores: what is embedded, how a store binds to one model, and the exact
+cosine index every store ranks with.
+
+A store holds vectors of one :class:`EmbeddingModel` at a time (its *active* model). Writing or
+searching with another model is ``EMBEDDING_MISMATCH`` — incomparable vectors are never
+compared. ``reindex`` moves a store to a new model: vectors of the *target* model are written
+beside the old ones (so it can stop and resume), then the target becomes active and the old
+vectors go.
+
+The index is an exact top-k over a float32 matrix of unit rows (cosine = dot product, one
+``matrix @ query`` and an ``argpartition``). Stores update it incrementally as they commit; the
+SQL stores also number every vector change with a *generation* taken under the store's write
+lock, so a process picks up other processes' changes by reading what is newer than its own
+generation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from workers.memory.contracts import MemoryDraft, MemoryItem
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from workers.memory.records import content_text
+
+__all__ = (
+    "VectorIndex",
+    "VectorState",
+    "Vectors",
+    "check_model",
+    "from_blob",
+    "mismatch",
+    "ranked_filtered",
+    "ranked_filtered_async",
+    "text_hash",
+    "to_blob",
+    "vector_text",
+    "vectors_required",
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Vectors:
+    """Vectors that travel with a WRITE or UPDATE: row ``i`` belongs to draft/patch ``i``."""
+
+    model: EmbeddingModel
+    matrix: Matrix
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """Which model a store's vectors belong to, and the one a reindex is moving it to."""
+
+    active: EmbeddingModel | None = None
+    target: EmbeddingModel | None = None
+
+
+def vector_text(record: MemoryDraft | MemoryItem) -> str:
+    """What is embedded for a record: its summary and the text of its content."""
+    text = content_text(record.content)
+    return f"{record.summary}\n{text}" if record.summary else text
+
+
+def mismatch(model: EmbeddingModel, state: VectorState) -> MemoryStoreError:
+    return MemoryStoreError(
+        f"this store holds vectors of {state.active}, not {model}: use that embedder, or move "
+        "the store to the new model with reindex (`ditto memory reindex`)",
+        code=MemoryErrorCode.EMBEDDING_MISMATCH,
+    )
+
+
+def vectors_required(state: VectorState) -> MemoryStoreError:
+    return MemoryStoreError(
+        f"this store holds vectors of {state.active}: writes need that embedder (configure it), "
+        "or every record would have to be found without one",
+        code=MemoryErrorCode.EMBEDDING_MISMATCH,
+    )
+
+
+def check_model(model: EmbeddingModel, state: VectorState, *, writing: bool) -> None:
+    """Raises ``EMBEDDING_MISMATCH`` unless ``model`` may write (active, reindex target, or the
+    first model) or search (active) this store's vectors."""
+    if state.active is None or model == state.active:
+        return
+    if writing and model == state.target:
+        return
+    raise mismatch(model, state)
+
+
+def to_blob(vector: Matrix) -> bytes:
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes, dimension: int) -> Matrix:
+    vector = np.frombuffer(blob, dtype="<f4")
+    if vector.shape != (dimension,):
+        raise MemoryStoreError(
+            "a stored vector has the wrong dimension", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
+        )
+    return vector.astype(np.float32)
+
+
+class VectorIndex:
+    """Exact cosine top-k over unit vectors of one model, updated in place.
+
+    Thread-safe: a lock guards changes and searches (a search holds it for one matrix product).
+    """
+
+    def __init__(self, model: EmbeddingModel | None = None) -> None:
+        self.model = model
+        self.generation = 0
+        """The store generation this index reflects (SQL stores)."""
+        self.lock = threading.RLock()
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        width = model.dimension if model is not None else 1
+        self._matrix: Matrix = np.zeros((0, width), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def reset(self, model: EmbeddingModel | None) -> None:
+        with self.lock:
+            self.__init__(model)  # type: ignore[misc]
+
+    def upsert(self, ids: Sequence[str], matrix: Matrix) -> None:
+        with self.lock:
+            new = [index for index, item_id in enumerate(ids) if item_id not in self._rows]
+            for index, item_id in enumerate(ids):
+                row = self._rows.get(item_id)
+                if row is not None:
+                    self._matrix[row] = matrix[index]
+            if new:
+                start = len(self._ids)
+                needed = start + len(new)
+                if needed > self._matrix.shape[0]:  # grow geometrically: amortised O(1) appends
+                    grown = np.zeros(
+                        (max(needed, 2 * self._matrix.shape[0], 64), matrix.shape[1]),
+                        dtype=np.float32,
+                    )
+                    grown[:start] = self._matrix[:start]
+                    self._matrix = grown
+                for offset, index in enumerate(new):
+                    self._ids.append(ids[index])
+                    self._rows[ids[index]] = start + offset
+                self._matrix[start:needed] = matrix[new]
+
+    def remove(self, ids: Iterable[str]) -> None:
+        with self.lock:
+            for item_id in ids:
+                row = self._rows.pop(item_id, None)
+                if row is None:
+                    continue
+                last = len(self._ids) - 1
+                if row != last:  # move the last row into the hole
+                    moved = self._ids[last]
+                    self._ids[row] = moved
+                    self._rows[moved] = row
+                    self._matrix[row] = self._matrix[last]
+                self._ids.pop()
+
+    def top(self, query: Matrix, k: int) -> tuple[list[str], list[float]]:
+        """The ``k`` most similar ids (best first) and their cosine similarities."""
+        with self.lock:
+            count = len(self._ids)
+            if count == 0 or k <= 0:
+                return [], []
+            scores = self._matrix[:count] @ query
+            chosen = np.argpartition(-scores, k - 1)[:k] if k < count else np.arange(count)
+            # Best first; ties broken by id so every store ranks alike.
+            order = sorted(chosen.tolist(), key=lambda row: (-float(scores[row]), self._ids[row]))
+            return [self._ids[row] for row in order], [float(scores[row]) for row in order]
+
+
+def ranked_filtered(
+    index: VectorIndex,
+    query: Matrix,
+    limit: int,
+    matching: Callable[[list[str]], list[T]],
+    key: Callable[[T], str],
+) -> list[tuple[T, float]]:
+    """The ``limit`` best records that pass a filter: filters apply before the limit.
+
+    Takes the top candidates, keeps those ``matching`` accepts (it returns the records of the
+    given ids that pass the filter, in any order), and widens the candidate set until ``limit``
+    pass or every vector was looked at.
+    """
+    fetch = max(4 * limit, 32)
+    while True:
+        ids, scores = index.top(query, fetch)
+        passed = matching(ids)
+        if len(passed) >= limit or len(ids) < fetch:
+            return _best(passed, dict(zip(ids, scores, strict=True)), limit, key)
+        fetch *= 4
+
+
+async def ranked_filtered_async(
+    index: VectorIndex,
+    query: Matrix,
+    limit: int,
+    matching: Callable[[list[str]], Awaitable[list[T]]],
+    key: Callable[[T], str],
+) -> list[tuple[T, float]]:
+    """:func:`ranked_filtered` with an async ``matching`` (a store that filters over the
+    network)."""
+    fetch = max(4 * limit, 32)
+    while True:
+        ids, scores = index.top(query, fetch)
+        passed = await matching(ids)
+        if len(passed) >= limit or len(ids) < fetch:
+            return _best(passed, dict(zip(ids, scores, strict=True)), limit, key)
+        fetch *= 4
+
+
+def _best(
+    passed: list[T], score_of: dict[str, float], limit: int, key: Callable[[T], str]
+) -> list[tuple[T, float]]:
+    ranked = sorted(passed, key=lambda record: (-score_of[key(record)], key(record)))
+    return [(record, score_of[key(record)]) for record in ranked[:limit]]
+
+
+def text_hash(record: MemoryDraft | MemoryItem) -> str:
+    """A fingerprint of :func:`vector_text`: an imported record keeps its vector only if the
+    text it was computed from is unchanged."""
+    return hashlib.sha256(vector_text(record).encode("utf-8", "surrogatepass")).hexdigest()
