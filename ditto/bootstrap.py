@@ -20,14 +20,18 @@ from ditto.runtime.worker import WorkerDefinition
 
 if TYPE_CHECKING:
     from workers.context.stores.base import ContextStateStore
+    from workers.memory.embeddings.base import Embedder
     from workers.memory.ports import MemoryStore
     from workers.memory.retention import RetentionPolicy
+    from workers.memory.search.hybrid import SearchSettings
 
 __all__ = (
     "build_context_store",
     "build_context_worker",
+    "build_embedder",
     "build_memory_store",
     "build_retention",
+    "build_search_settings",
     "open_runtime",
 )
 
@@ -50,6 +54,24 @@ def build_memory_store(settings: Settings) -> MemoryStore:
             statement_timeout_ms=memory.postgres_statement_timeout_ms,
         )
     return SqliteMemoryStore(Path(memory.sqlite_path))
+
+
+def build_embedder(settings: Settings) -> Embedder | None:
+    """The embedder of ``workers.memory.embedder`` (``None`` for keyword search only)."""
+    from workers.memory.embeddings import HashingEmbedder, MiniLMEmbedder
+
+    embedder = settings.workers.memory.embedder
+    if embedder.kind == "hashing":
+        return HashingEmbedder(embedder.dimension)
+    if embedder.kind == "minilm":
+        return MiniLMEmbedder()
+    return None
+
+
+def build_search_settings(settings: Settings) -> SearchSettings:
+    from workers.memory.search.hybrid import SearchSettings
+
+    return SearchSettings(**settings.workers.memory.search.model_dump())
 
 
 def build_retention(settings: Settings) -> RetentionPolicy:
@@ -118,6 +140,8 @@ async def open_runtime(
             audit=memory.audit,
             retention=build_retention(settings),
             hygiene_interval_s=memory.retention.interval_s,
+            embedder=build_embedder(settings),
+            search_settings=build_search_settings(settings),
         )
         runtime = await stack.enter_async_context(
             create_ditto(

@@ -30,7 +30,7 @@ from ditto.cli.memory_common import (
     preview,
     print_json,
 )
-from ditto.cli.memory_governance import audit, hygiene
+from ditto.cli.memory_governance import audit, hygiene, reindex
 from ditto.cli.memory_transfer import export, import_records
 from ditto.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
 from ditto.config import Settings
@@ -143,7 +143,8 @@ def search_records(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     namespace: NamespaceOption = None,
     strategy: Annotated[
-        str | None, typer.Option(help="Search strategy (default: the store's).")
+        str | None,
+        typer.Option(help="auto (default), keyword, vector, hybrid or recent-keyword."),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most hits.")] = 10,
     explain: Annotated[
@@ -240,6 +241,7 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
             "newest": None if newest is None else newest.isoformat(),
             "size_bytes": _size(settings),
             "index_health": await store.health(),
+            "vectors": await _vector_report(store),
         }
 
     report = on_store(settings, gather)
@@ -263,6 +265,14 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
         f"pinned: {report['pinned']}",
         highlight=False,
     )
+    vectors = report["vectors"]
+    if vectors and vectors["model"]:
+        console.print(
+            f"vectors: {vectors['model']} ({vectors['dimension']}-d), "
+            f"{vectors['records_without_vector']} records without one"
+            + (f", reindexing to {vectors['reindex_target']}" if vectors["reindex_target"] else ""),
+            highlight=False,
+        )
     health = report["index_health"]
     if health:
         console.print(
@@ -272,6 +282,20 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
 
 
 _STATS_PAGE = 1000
+
+
+async def _vector_report(store: MemoryStore) -> dict[str, Any] | None:
+    if not store.can_store_vectors:
+        return None
+    state = await store.vector_state()
+    return {
+        "model": None if state.active is None else state.active.model_id,
+        "dimension": None if state.active is None else state.active.dimension,
+        "reindex_target": None if state.target is None else str(state.target),
+        "records_without_vector": (
+            None if state.active is None else await store.count_missing_vectors(state.active)
+        ),
+    }
 
 
 def _size(settings: Settings) -> int | None:
@@ -321,3 +345,4 @@ memory_app.command("export")(export)
 memory_app.command("import")(import_records)
 memory_app.command("hygiene")(hygiene)
 memory_app.command("audit")(audit)
+memory_app.command("reindex")(reindex)

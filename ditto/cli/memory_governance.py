@@ -1,4 +1,5 @@
-"""``ditto memory hygiene`` and ``audit``: retention and the audit log of the configured store."""
+"""``ditto memory hygiene``, ``audit`` and ``reindex``: retention, the audit log and the vectors
+of the configured store."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from ditto.cli.memory_common import ConfigOption, JsonOption, on_store, print_json, progress_bar
-from ditto.cli.output import console, errors, settings_or_exit
+from ditto.cli.output import EXIT_USAGE, console, errors, settings_or_exit
 
 if TYPE_CHECKING:
     from workers.memory import HygieneReport
     from workers.memory.ports import MemoryStore
 
-__all__ = ("audit", "hygiene")
+__all__ = ("audit", "hygiene", "reindex")
 
 
 def hygiene(
@@ -115,3 +116,44 @@ def audit(
 def _decision(decision: str) -> str:
     colour = {"allow": "green", "deny": "red", "would-deny": "yellow"}[decision]
     return f"[{colour}]{decision}[/{colour}]"
+
+
+def reindex(
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Embed every record with the configured embedder (``workers.memory.embedder``) and make
+    its model the store's: needed after changing the model, or to give vectors to records
+    written or imported without one. Resumable: run it again after an interruption."""
+    from ditto.bootstrap import build_embedder
+    from workers.memory.reindex import ReindexReport
+    from workers.memory.reindex import reindex as run_reindex
+
+    settings = settings_or_exit(config)
+    embedder = build_embedder(settings)
+    if embedder is None:
+        errors.print("no embedder: set workers.memory.embedder.kind (hashing or minilm)")
+        raise typer.Exit(EXIT_USAGE)
+
+    async def run(store: MemoryStore) -> ReindexReport:
+        with progress_bar() as progress:
+            task = progress.add_task("embedding", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            return await run_reindex(store, embedder, progress=advance)
+
+    report = on_store(settings, run)
+    if as_json:
+        print_json(
+            {
+                "model": report.model.model_id,
+                "dimension": report.model.dimension,
+                "embedded": report.embedded,
+            }
+        )
+        return
+    console.print(
+        f"vectors now of {report.model}: embedded {report.embedded} records", highlight=False
+    )

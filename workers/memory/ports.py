@@ -169,6 +169,17 @@ class MemoryStore(ABC):
         id, after id ``after``."""
         raise _unsupported("this memory store keeps no vectors")
 
+    async def count_missing_vectors(self, model: EmbeddingModel) -> int:
+        """How many records lack a vector of ``model`` (pages through :meth:`missing_vectors`;
+        stores may count directly)."""
+        total, after = 0, None
+        while True:
+            page = await self.missing_vectors(model, after, 1000)
+            total += len(page)
+            if len(page) < 1000:
+                return total
+            after = page[-1].id
+
     async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
         """Store vectors of ``model`` (the active or the reindex target) for existing records;
         ids that no longer exist are skipped. Returns how many were stored."""
