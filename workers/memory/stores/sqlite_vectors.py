@@ -189,32 +189,48 @@ def search_vectors(
     filter: MemoryFilter,
     limit: int,
 ) -> list[tuple[MemoryItem, float]]:
-    """Bring ``index`` up to date with the file (one read snapshot), then rank within it."""
-    connection.execute("BEGIN")  # one snapshot for the state and the rows read with it
-    try:
-        state, generation = read_state(connection)
-        check_model(model, state, writing=False)
-        if state.active is None:
-            return []
-        with index.lock:
-            _refresh(connection, index, state.active, generation)
-    finally:
-        connection.execute("COMMIT")
+    """Bring ``index`` up to date with the file, then rank within it: candidate ids are
+    filtered in SQL (ids only), and only the ``limit`` best are read as records."""
+    state, generation = read_state(connection)
+    check_model(model, state, writing=False)
+    if state.active is None:
+        return []
+    if index.model != state.active or generation > index.generation:
+        connection.execute("BEGIN")  # one snapshot for the state and the rows read with it
+        try:
+            state, generation = read_state(connection)
+            if state.active is not None:
+                with index.lock:
+                    _refresh(connection, index, state.active, generation)
+        finally:
+            connection.execute("COMMIT")
     where, params = where_clause(filter)
 
-    def matching(ids: list[str]) -> list[MemoryItem]:
-        found: list[MemoryItem] = []
+    def matching(ids: list[str]) -> list[str]:
+        passed: list[str] = []
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
-            rows = connection.execute(
-                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
-                f"({', '.join('?' * len(chunk))}) AND {where}",
-                [*chunk, *params],
-            )
-            found += [row_to_item(row) for row in rows]
-        return found
+            passed += [
+                row[0]
+                for row in connection.execute(
+                    f"SELECT m.id FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))}) "
+                    f"AND {where}",
+                    [*chunk, *params],
+                )
+            ]
+        return passed
 
-    return ranked_filtered(index, query, limit, matching, lambda item: item.id)
+    best = ranked_filtered(index, query, limit, matching, lambda item_id: item_id)
+    if not best:
+        return []
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(best))}) "
+        f"AND {where}",
+        [*(item_id for item_id, _ in best), *params],
+    )
+    items = {row[0]: row_to_item(row) for row in rows}
+    # A record deleted or changed between the two reads is left out (never returned stale).
+    return [(items[item_id], score) for item_id, score in best if item_id in items]
 
 
 def _refresh(
