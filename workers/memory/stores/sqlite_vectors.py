@@ -206,7 +206,17 @@ def search_vectors(
             connection.execute("COMMIT")
     where, params = where_clause(filter)
 
-    def matching(ids: list[str]) -> list[str]:
+    def records(ids: Sequence[str]) -> dict[str, MemoryItem]:
+        if not ids:
+            return {}
+        rows = connection.execute(
+            f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(ids))}) "
+            f"AND {where}",
+            [*ids, *params],
+        )
+        return {row[0]: row_to_item(row) for row in rows}
+
+    def passing(ids: list[str]) -> list[str]:
         passed: list[str] = []
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
@@ -220,17 +230,20 @@ def search_vectors(
             ]
         return passed
 
-    best = ranked_filtered(index, query, limit, matching, lambda item_id: item_id)
-    if not best:
-        return []
-    rows = connection.execute(
-        f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(best))}) "
-        f"AND {where}",
-        [*(item_id for item_id, _ in best), *params],
-    )
-    items = {row[0]: row_to_item(row) for row in rows}
-    # A record deleted or changed between the two reads is left out (never returned stale).
-    return [(items[item_id], score) for item_id, score in best if item_id in items]
+    # Usually the best `limit` candidates pass the filter, and one read returns them.
+    ids, scores = index.top(query, limit)
+    found = records(ids)
+    if len(found) < len(ids) and len(index) > len(ids):
+        # Some were filtered out: widen the candidates (ids only), then read the best.
+        best = ranked_filtered(index, query, limit, passing, lambda item_id: item_id)
+        ids, scores = [item_id for item_id, _ in best], [score for _, score in best]
+        found = records(ids)
+    # A record deleted or changed since it was ranked is left out (never returned stale).
+    return [
+        (found[item_id], score)
+        for item_id, score in zip(ids, scores, strict=True)
+        if item_id in found
+    ]
 
 
 def _refresh(
