@@ -71,14 +71,24 @@ def test_the_readme_tour_runs(tmp_path: Path) -> None:
     assert "NOT_FOUND" in completed.stdout
 
 
-def test_the_readme_retention_example_is_valid_configuration(tmp_path: Path) -> None:
-    from ditto.bootstrap import build_retention
+def test_every_readme_yaml_example_is_valid_configuration(tmp_path: Path) -> None:
+    from ditto.bootstrap import build_embedder, build_retention
     from ditto.config import load_config
 
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
-    path = tmp_path / "ditto.yaml"
-    path.write_text(example, encoding="utf-8")
-    policy = build_retention(load_config(path))
-    assert policy.categories["conversation"].purge_after_days == 30
-    assert policy.audit_days == 90
+    examples = [block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:]]
+    assert len(examples) >= 2
+    loaded = []
+    for number, example in enumerate(examples):
+        path = tmp_path / f"example-{number}.yaml"
+        path.write_text(example, encoding="utf-8")
+        loaded.append(load_config(path))
+    retention = [
+        build_retention(settings)
+        for settings in loaded
+        if "retention" in examples[loaded.index(settings)]
+    ]
+    assert retention[0].categories["conversation"].purge_after_days == 30
+    assert retention[0].audit_days == 90
+    embedders = [build_embedder(settings) for settings in loaded]
+    assert any(embedder is not None and embedder.dimension == 384 for embedder in embedders)

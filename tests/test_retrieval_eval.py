@@ -1,0 +1,64 @@
+"""The evaluation harness: its BEIR loader and metrics, and a run on the bundled sample."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).parents[1]
+
+
+def _harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "retrieval_eval", ROOT / "bench" / "retrieval_eval.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_metrics_match_hand_computed_values() -> None:
+    harness = _harness()
+    relevant = {"a": 1.0, "b": 2.0}
+    assert harness.recall(["x", "a", "b"], relevant, 1) == 0
+    assert harness.recall(["x", "a", "b"], relevant, 2) == 0.5
+    assert harness.recall(["x", "a", "b"], relevant, 10) == 1
+    dcg = 1 / math.log2(3) + 2 / math.log2(4)
+    idcg = 2 / math.log2(2) + 1 / math.log2(3)
+    assert math.isclose(harness.ndcg(["x", "a", "b"], relevant), dcg / idcg)
+    assert harness.ndcg(["b", "a"], relevant) == 1.0
+
+
+def test_the_loader_reads_beir_folders(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "T", "text": "body"}\n{"_id": 2, "text": "two"}\n'
+    )
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t2\t0\nq9\td1\t1\n"
+    )
+    data = _harness().load(tmp_path)
+    assert data.corpus == {"d1": "T\nbody", "2": "two"}
+    assert data.judgements == {"q1": {"d1": 1.0}}  # zero scores and unknown queries left out
+
+
+def test_the_sample_runs_end_to_end() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "retrieval_eval.py"), "--embedder", "hashing"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    rows = {line.split()[0]: line for line in completed.stdout.splitlines()}
+    assert "22 judged queries" in completed.stdout
+    assert {"keyword", "vector", "hybrid"} <= rows.keys()
