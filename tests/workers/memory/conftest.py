@@ -117,16 +117,38 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def memory(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[MemoryHarness]:
-    clock = TickingClock()
-    env = StoreEnv(tmp_path, clock)
+def store_env(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreEnv:
+    """The folder, clock and (for PostgreSQL) private schema the test's stores use."""
+    env = StoreEnv(tmp_path, TickingClock())
     if store_kind == "postgres":
         env.postgres = request.getfixturevalue("postgres_space")
-    store = await STORE_FACTORIES[store_kind](env)
+    return env
+
+
+OpenStore = Callable[[], Awaitable[MemoryStore]]
+
+
+@pytest.fixture
+async def open_store(store_kind: str, store_env: StoreEnv) -> AsyncIterator[OpenStore]:
+    """Opens a store of the test's kind on the test's data (call it again for a second one,
+    as another process would open it); every store is closed after the test."""
+    opened: list[MemoryStore] = []
+
+    async def open_one() -> MemoryStore:
+        store = await STORE_FACTORIES[store_kind](store_env)
+        opened.append(store)
+        return store
+
     try:
-        async with create_ditto(workers=[create_memory_worker(store, clock=clock)]) as runtime:
-            yield MemoryHarness(runtime, store, clock)
+        yield open_one
     finally:
-        await store.aclose()
+        for store in opened:
+            await store.aclose()
+
+
+@pytest.fixture
+async def memory(open_store: OpenStore, store_env: StoreEnv) -> AsyncIterator[MemoryHarness]:
+    store = await open_store()
+    clock = store_env.clock
+    async with create_ditto(workers=[create_memory_worker(store, clock=clock)]) as runtime:
+        yield MemoryHarness(runtime, store, clock)

@@ -7,14 +7,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from ditto import Ditto, create_ditto
-from tests.workers.memory.conftest import STORE_FACTORIES, StoreEnv, TickingClock
+from tests.workers.memory.conftest import OpenStore, StoreEnv, TickingClock
 from workers.memory import (
     AccessPolicy,
     AuditEvent,
@@ -59,19 +58,10 @@ class Governed:
 
 
 @pytest.fixture
-async def governed(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[Governed]:
-    clock = TickingClock()
-    env = StoreEnv(tmp_path, clock)
-    if store_kind == "postgres":
-        env.postgres = request.getfixturevalue("postgres_space")
-    store = await STORE_FACTORIES[store_kind](env)
-    try:
-        async with AsyncExitStack() as stack:
-            yield Governed(store, clock, stack)
-    finally:
-        await store.aclose()
+async def governed(open_store: OpenStore, store_env: StoreEnv) -> AsyncIterator[Governed]:
+    store = await open_store()
+    async with AsyncExitStack() as stack:
+        yield Governed(store, store_env.clock, stack)
 
 
 async def ok(runtime: Ditto, node: str, payload: Any, principal: str | None = None) -> Any:

@@ -7,14 +7,13 @@ import math
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from ditto import Ditto, create_ditto
-from tests.workers.memory.conftest import STORE_FACTORIES, StoreEnv, TickingClock
+from tests.workers.memory.conftest import OpenStore
 from workers.memory import MemoryStore, create_memory_worker
 from workers.memory.embeddings import CallableEmbedder, HashingEmbedder
 from workers.memory.reindex import reindex
@@ -51,7 +50,7 @@ class Env:
     def __init__(self, store: MemoryStore, stack: AsyncExitStack, factory: Any) -> None:
         self.store = store
         self.stack = stack
-        self.factory = factory  # opens another store on the same data
+        self.factory = factory  # opens another store on the same data, as another process
 
     async def runtime(self, store: MemoryStore | None = None, **options: Any) -> Ditto:
         worker = create_memory_worker(store or self.store, **options)
@@ -59,26 +58,10 @@ class Env:
 
 
 @pytest.fixture
-async def env(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[Env]:
-    store_env = StoreEnv(tmp_path, TickingClock())
-    if store_kind == "postgres":
-        store_env.postgres = request.getfixturevalue("postgres_space")
-    opened: list[MemoryStore] = []
-
-    async def factory() -> MemoryStore:
-        store = await STORE_FACTORIES[store_kind](store_env)
-        opened.append(store)
-        return store
-
-    store = await factory()
-    try:
-        async with AsyncExitStack() as stack:
-            yield Env(store, stack, factory if store_kind != "inprocess" else None)
-    finally:
-        for each in opened:
-            await each.aclose()
+async def env(open_store: OpenStore) -> AsyncIterator[Env]:
+    store = await open_store()
+    async with AsyncExitStack() as stack:
+        yield Env(store, stack, open_store)
 
 
 async def ok(runtime: Ditto, node: str, payload: Any) -> Any:
@@ -265,7 +248,6 @@ async def test_reindex_moves_a_store_to_a_new_model_and_resumes_after_a_failure(
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])  # stores other processes share
 async def test_another_process_sees_new_and_deleted_vectors(env: Env) -> None:
-    assert env.factory is not None
     embedder = TableEmbedder()
     writer = await env.runtime(embedder=embedder)
     reader = await env.runtime(await env.factory(), embedder=embedder)

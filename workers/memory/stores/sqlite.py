@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -70,6 +70,7 @@ from workers.memory.stores.sqlite_sql import (
     fts_row,
     item_row,
     order_clause,
+    rows_for_ids,
     where_clause,
 )
 from workers.memory.stores.sqlite_vectors import (
@@ -94,7 +95,7 @@ logger = logging.getLogger("ditto.workers.memory.sqlite")
 
 T = TypeVar("T")
 
-_CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
+_BY_ID = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
 _USAGE_DELAY = 0.05
 _INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 _REPLACE = (
@@ -104,9 +105,10 @@ _REPLACE = (
 )
 
 
-def _chunks(values: Sequence[T]) -> Iterable[Sequence[T]]:
-    for start in range(0, len(values), _CHUNK):
-        yield values[start : start + _CHUNK]
+def _by_key(connection: sqlite3.Connection, namespace: str, keys: Sequence[str]) -> list[Any]:
+    """Rows of the records with ``keys`` in ``namespace``."""
+    sql = f"SELECT {COLUMNS} FROM memories m WHERE m.key IN ({{marks}}) AND m.namespace = ?"
+    return rows_for_ids(connection, sql, keys, [namespace])
 
 
 class SqliteMemoryStore(MemoryStore):
@@ -264,18 +266,7 @@ class SqliteMemoryStore(MemoryStore):
 
     def _get(self, ids: list[str], keys: list[str], namespace: str) -> list[MemoryItem]:
         connection = self._connection()
-        rows: list[Any] = []
-        for chunk in _chunks(ids):
-            rows += connection.execute(
-                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-        for chunk in _chunks(keys):
-            rows += connection.execute(
-                f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? "
-                f"AND m.key IN ({', '.join('?' * len(chunk))})",
-                [namespace, *chunk],
-            ).fetchall()
+        rows = rows_for_ids(connection, _BY_ID, ids) + _by_key(connection, namespace, keys)
         return [row_to_item(row) for row in rows]
 
     async def query(
@@ -359,14 +350,9 @@ class SqliteMemoryStore(MemoryStore):
             if draft.key is not None:
                 by_namespace.setdefault(draft.namespace, []).append(draft.key)
         for namespace, keys in by_namespace.items():
-            for chunk in _chunks(keys):
-                for row in connection.execute(
-                    f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? "
-                    f"AND m.key IN ({', '.join('?' * len(chunk))})",
-                    [namespace, *chunk],
-                ):
-                    item = row_to_item(row)
-                    existing[(item.namespace, item.key or "")] = item
+            for row in _by_key(connection, namespace, keys):
+                item = row_to_item(row)
+                existing[(item.namespace, item.key or "")] = item
         steps = plan_writes(drafts, mode, existing, now)
         inserts = [step.item for step in steps if step.action == "insert"]
         if inserts:
@@ -419,14 +405,7 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[MemoryItem]:
         require_vectors(connection, vectors)
         ids = [patch.id for patch in patches]
-        stored: dict[str, MemoryItem] = {}
-        for chunk in _chunks(ids):
-            for row in connection.execute(
-                f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            ):
-                item = row_to_item(row)
-                stored[item.id] = item
+        stored = {row[0]: row_to_item(row) for row in rows_for_ids(connection, _BY_ID, ids)}
         missing = [item_id for item_id in ids if item_id not in stored]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")

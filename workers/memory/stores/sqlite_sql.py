@@ -25,6 +25,7 @@ __all__ = (
     "item_row",
     "match_expression",
     "order_clause",
+    "rows_for_ids",
     "where_clause",
 )
 
@@ -166,6 +167,22 @@ def order_clause(order: OrderBy) -> tuple[str, str, str]:
     direction = "DESC" if order.direction == "desc" else "ASC"
     comparison = "<" if order.direction == "desc" else ">"
     return ORDER_EXPRESSIONS[order.field], direction, comparison
+
+
+_CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
+
+
+def rows_for_ids(
+    connection: sqlite3.Connection, sql: str, ids: Sequence[str], params: Sequence[Any] = ()
+) -> list[Any]:
+    """Run ``sql`` for ``ids`` in chunks and gather the rows. ``sql`` holds ``{marks}`` where
+    the chunk's ``?`` placeholders go; its other parameters come after the ids."""
+    rows: list[Any] = []
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        marks = ", ".join("?" * len(chunk))
+        rows += connection.execute(sql.format(marks=marks), [*chunk, *params]).fetchall()
+    return rows
 
 
 def match_expression(words: Sequence[str]) -> str:

@@ -14,7 +14,7 @@ from workers.memory.contracts import MemoryFilter, MemoryItem
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import conflict
 from workers.memory.stores.rows import row_to_item
-from workers.memory.stores.sqlite_sql import COLUMNS, where_clause
+from workers.memory.stores.sqlite_sql import COLUMNS, rows_for_ids, where_clause
 from workers.memory.vectors import (
     VectorIndex,
     Vectors,
@@ -38,8 +38,6 @@ __all__ = (
     "search_vectors",
     "store_vectors",
 )
-
-_CHUNK = 500
 
 
 def read_state(connection: sqlite3.Connection) -> tuple[VectorState, int]:
@@ -108,17 +106,8 @@ def forget_vectors(
         ).fetchone()
         if row is not None and row[0] != text_hash(item):
             gone.append(item.id)
-    removed: list[str] = []
-    for start in range(0, len(gone), _CHUNK):
-        chunk = gone[start : start + _CHUNK]
-        removed += [
-            row[0]
-            for row in connection.execute(
-                f"DELETE FROM memory_vectors WHERE id IN ({', '.join('?' * len(chunk))}) "
-                "RETURNING id",
-                chunk,
-            )
-        ]
+    sql = "DELETE FROM memory_vectors WHERE id IN ({marks}) RETURNING id"
+    removed = [row[0] for row in rows_for_ids(connection, sql, gone)]
     if removed:
         generation = _next_generation(connection)
         connection.executemany(
@@ -153,14 +142,8 @@ def put_vectors(
 ) -> int:
     state, _ = read_state(connection)
     check_model(model, state, writing=True)
-    items: dict[str, MemoryItem] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = list(ids[start : start + _CHUNK])
-        for row in connection.execute(
-            f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))})",
-            chunk,
-        ):
-            items[row[0]] = row_to_item(row)
+    sql = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
+    items = {row[0]: row_to_item(row) for row in rows_for_ids(connection, sql, ids)}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
     store_vectors(connection, model, [items[ids[index]] for index in present], matrix[present])
     return len(present)
@@ -217,18 +200,8 @@ def search_vectors(
         return {row[0]: row_to_item(row) for row in rows}
 
     def passing(ids: list[str]) -> list[str]:
-        passed: list[str] = []
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            passed += [
-                row[0]
-                for row in connection.execute(
-                    f"SELECT m.id FROM memories m WHERE m.id IN ({', '.join('?' * len(chunk))}) "
-                    f"AND {where}",
-                    [*chunk, *params],
-                )
-            ]
-        return passed
+        sql = f"SELECT m.id FROM memories m WHERE m.id IN ({{marks}}) AND {where}"
+        return [row[0] for row in rows_for_ids(connection, sql, ids, params)]
 
     # Usually the best `limit` candidates pass the filter, and one read returns them.
     ids, scores = index.top(query, limit)
