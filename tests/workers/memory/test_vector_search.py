@@ -144,8 +144,9 @@ async def test_a_store_refuses_vectors_of_another_model(env: Env) -> None:
     assert (state.active.model_id, state.active.dimension) == ("model-a", DIMENSION)
     for other in (TableEmbedder("model-b"), TableEmbedder("model-a", dimension=8)):
         other_runtime = await env.runtime(embedder=other)
-        search = {"query": "doc-1", "strategy": "vector"}
-        assert await failure(other_runtime, "MEMORY.SEARCH", search) == "EMBEDDING_MISMATCH"
+        for strategy in ("vector", "hybrid", "auto"):
+            search = {"query": "doc-1", "strategy": strategy}
+            assert await failure(other_runtime, "MEMORY.SEARCH", search) == "EMBEDDING_MISMATCH"
         write = {"memories": [{"content": "new"}]}
         assert await failure(other_runtime, "MEMORY.WRITE", write) == "EMBEDDING_MISMATCH"
     plain = await env.runtime()  # no embedder: its records could never be found by vector

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -41,6 +42,8 @@ __all__ = ("STRATEGIES", "SearchEngine", "SearchSettings")
 STRATEGIES = ("auto", "keyword", "vector", "hybrid", RECENT_KEYWORD)
 Fusion = Literal["rrf", "weighted"]
 _DEFAULT_WEIGHTS = {"rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}  # (vector, keyword)
+A = TypeVar("A")
+B = TypeVar("B")
 _OPTIONS = frozenset({"explain", "min_score", "fusion", "rrf_k", "vector_weight", "keyword_weight"})
 
 
@@ -191,7 +194,7 @@ class SearchEngine:
     ) -> list[SearchHit]:
         fetch = limit * settings.overfetch
         keyword_request = msgspec.structs.replace(input, limit=fetch, options={})
-        vector_leg, keyword_hits = await asyncio.gather(
+        vector_leg, keyword_hits = await _both(
             self._vector(input, fetch), self._keyword(keyword_request, fetch, False)
         )
         keyword_leg = _Leg("keyword", [(hit.memory, hit.score or 0.0) for hit in keyword_hits])
@@ -225,6 +228,27 @@ class SearchEngine:
                     detail.setdefault(f"{name}_contribution", 0.0)
             hits.append(SearchHit(items[item_id], why["fused_score"], detail))
         return hits
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Run two legs at once and return both results; when one fails (or the caller is
+    cancelled) the other is cancelled and awaited, and the failure propagates as it is.
+
+    Not an ``asyncio.TaskGroup``: on Python 3.11 a child failing while the group waits leaves
+    the parent task's cancel request counted (fixed in 3.12), which the runtime then rightly
+    reads as the caller being cancelled."""
+    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
+    try:
+        return await tasks[0], await tasks[1]
+    finally:
+        pending = [task for task in tasks if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for task in tasks:  # a failure nobody awaited is still retrieved (no warning)
+            if task.done() and not task.cancelled():
+                task.exception()
 
 
 def _leg_explain(name: str, rank: int, score: float) -> dict[str, Any]:
