@@ -13,6 +13,9 @@ the plan and its change is left alone (the change is guarded by the record's ver
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +35,15 @@ from workers.memory.errors import MemoryStoreError
 from workers.memory.ports import MemoryStore
 from workers.memory.records import Clock, now_from, order_key, utc_now
 
-__all__ = ("HygieneReport", "RetentionPolicy", "RetentionRule", "run_hygiene")
+__all__ = (
+    "HygieneReport",
+    "PeriodicHygiene",
+    "RetentionPolicy",
+    "RetentionRule",
+    "run_hygiene",
+)
+
+logger = logging.getLogger("ditto.workers.memory.retention")
 
 _PAGE = 1000
 _BATCH = 500
@@ -230,3 +241,58 @@ async def _purge(
         if progress is not None:
             progress(done + start + len(batch), total)
     return purged
+
+
+class PeriodicHygiene:
+    """Runs retention every ``interval`` seconds in the background, never two runs at once.
+
+    It starts with the worker's first call (a handler is the first place with a running event
+    loop) and stops when the runtime disposes the worker."""
+
+    def __init__(
+        self, store: MemoryStore, policy: RetentionPolicy, interval: float, clock: Clock
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.interval = interval
+        self.clock = clock
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task[None] | None = None
+        self.runs = 0
+
+    def ensure_started(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(
+                self._loop(), name="ditto-memory-hygiene"
+            )
+
+    async def run_once(self) -> HygieneReport | None:
+        """One run, or ``None`` when a run is already going."""
+        if self.lock.locked():
+            return None
+        async with self.lock:
+            report = await run_hygiene(self.store, self.policy, clock=self.clock)
+            self.runs += 1
+            return report
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                report = await self.run_once()
+            except Exception:
+                logger.exception("memory hygiene failed; it will run again in %ss", self.interval)
+                continue
+            if report is not None and (report.archived or report.purged):
+                logger.info(
+                    "memory hygiene archived %d and purged %d records",
+                    len(report.archived),
+                    len(report.purged),
+                )
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

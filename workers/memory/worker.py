@@ -8,8 +8,6 @@ provider output, and maps failures to stable codes. Stores only store.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,7 +51,7 @@ from workers.memory.errors import (
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore
 from workers.memory.records import Clock, apply_patch, now_from, order_key, utc_now
-from workers.memory.retention import HygieneReport, RetentionPolicy, run_hygiene
+from workers.memory.retention import PeriodicHygiene, RetentionPolicy
 from workers.memory.search.hybrid import SearchEngine, SearchSettings
 from workers.memory.vectors import Vectors, vector_text
 
@@ -177,9 +175,14 @@ class _MemoryNodes:
         self.track_usage = track_usage
         self.clock = clock
         self.access = access
-        self.hygiene: _PeriodicHygiene | None = None
+        self.hygiene: PeriodicHygiene | None = None
         self.embedder = embedder
         self.model = None if embedder is None else model_of(embedder)
+
+    def _start_hygiene(self) -> None:
+        # The first call is the first place with a running event loop to run it on.
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
 
     async def _vectors(self, records: Sequence[MemoryDraft | MemoryItem]) -> Vectors | None:
         """The embeddings of ``records`` (``None`` without an embedder)."""
@@ -213,8 +216,7 @@ class _MemoryNodes:
         return items
 
     async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(request)
         principal = self.access.principal(ctx)
         ids = list(dict.fromkeys(request.ids))
@@ -240,8 +242,7 @@ class _MemoryNodes:
         return GetOutput(await self._checked_reads(ctx, list(ordered.values()), principal))
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(request)
         principal = self.access.principal(ctx)
         filter = self._visible_filter(request.filter, principal)
@@ -269,8 +270,7 @@ class _MemoryNodes:
         return QueryOutput(await self._checked_reads(ctx, page, principal), next_cursor)
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(request, lambda: msgspec.structs.replace(request, query=None))
         principal = self.access.principal(ctx)
         limit = request.limit or self.search_limit
@@ -299,8 +299,7 @@ class _MemoryNodes:
         return SearchOutput(hits)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(
             request,
             lambda: WriteInput(
@@ -372,8 +371,7 @@ class _MemoryNodes:
         ]
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(
             request,
             lambda: UpdateInput(
@@ -435,8 +433,7 @@ class _MemoryNodes:
         return [apply_patch(stored[patch.id], patch, now) for patch in patches]
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
-        if self.hygiene is not None:
-            self.hygiene.ensure_started()
+        self._start_hygiene()
         _check_text(request)
         ids = list(dict.fromkeys(request.ids))
         if not ids:
@@ -457,61 +454,6 @@ class _MemoryNodes:
             raise _off_contract("DELETE must return unique ids from the request")
         await self.access.record(ctx, deleted)
         return DeleteOutput(deleted)
-
-
-class _PeriodicHygiene:
-    """Runs retention every ``interval`` seconds in the background, never two runs at once.
-
-    It starts with the worker's first call (a handler is the first place with a running event
-    loop) and stops when the runtime disposes the worker."""
-
-    def __init__(
-        self, store: MemoryStore, policy: RetentionPolicy, interval: float, clock: Clock
-    ) -> None:
-        self.store = store
-        self.policy = policy
-        self.interval = interval
-        self.clock = clock
-        self.lock = asyncio.Lock()
-        self.task: asyncio.Task[None] | None = None
-        self.runs = 0
-
-    def ensure_started(self) -> None:
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(
-                self._loop(), name="ditto-memory-hygiene"
-            )
-
-    async def run_once(self) -> HygieneReport | None:
-        """One run, or ``None`` when a run is already going."""
-        if self.lock.locked():
-            return None
-        async with self.lock:
-            report = await run_hygiene(self.store, self.policy, clock=self.clock)
-            self.runs += 1
-            return report
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                report = await self.run_once()
-            except Exception:
-                logger.exception("memory hygiene failed; it will run again in %ss", self.interval)
-                continue
-            if report is not None and (report.archived or report.purged):
-                logger.info(
-                    "memory hygiene archived %d and purged %d records",
-                    len(report.archived),
-                    len(report.purged),
-                )
-
-    async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def create_memory_worker(
@@ -589,7 +531,7 @@ def create_memory_worker(
     )
     hygiene = None
     if retention is not None and hygiene_interval_s is not None:
-        hygiene = _PeriodicHygiene(store, retention, float(hygiene_interval_s), clock)
+        hygiene = PeriodicHygiene(store, retention, float(hygiene_interval_s), clock)
         nodes.hygiene = hygiene
     return define_worker(
         "memory",
