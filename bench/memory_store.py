@@ -61,7 +61,8 @@ SINGLE_WRITES = 500
 POINT_READS = 2_000
 PAGES = 300
 INSERT = (
-    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO memories ({INSERT_COLUMNS}) "
+    f"VALUES ({', '.join('?' * len(INSERT_COLUMNS.split(',')))})"
 )
 FTS_INSERT = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
 HISTORY_INSERT = (
@@ -404,7 +405,7 @@ async def measure_postgres(
 
     from workers.memory.stores.postgres import PostgresMemoryStore
     from workers.memory.stores.postgres_sql import (
-        COLUMN_NAMES,
+        STORED_COLUMNS,
         Params,
         item_values,
         keyword_search_sql,
@@ -431,7 +432,7 @@ async def measure_postgres(
                         await connection.copy_records_to_table(
                             "memories",
                             schema_name=raw_schema,
-                            columns=[*COLUMN_NAMES, "search_text"],
+                            columns=list(STORED_COLUMNS),
                             records=[item_values(item) for item in items],
                         )
                         await connection.executemany(
