@@ -19,15 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 from ditto.errors import InvalidInputError
 from ditto.runtime.context import NodeContext
-from workers.memory.contracts import MemoryItem, Visibility
+from workers.memory.contracts import MemoryDraft, MemoryItem, MemoryPatch, Visibility
 from workers.memory.errors import forbidden
 from workers.memory.filters import is_visible
 from workers.memory.ports import AuditEvent, MemoryStore
 from workers.memory.records import Clock, now_from
 
-__all__ = ("AccessControl", "AccessPolicy", "AclMode")
+__all__ = ("OWNER_ONLY", "AccessControl", "AccessGuard", "AccessPolicy", "AclMode")
 
 logger = logging.getLogger("ditto.workers.memory.access")
 
@@ -120,6 +122,42 @@ class AccessControl:
                 now_from(self.clock), ctx.principal, ctx.node, list(ids), decision, detail
             )
             await self.store.append_audit([event])
+
+
+OWNER_ONLY = "only the record's owner may change its visibility"
+
+
+class AccessGuard:
+    """Enforcement inside the store's write transaction (a
+    :class:`~workers.memory.records.WriteGuard`): the worker checks before writing too (to log
+    and audit), but only this check, on the records as the transaction reads them, leaves no
+    window for a concurrent change — a record made private, a key taken — to slip through."""
+
+    __slots__ = ("principal",)
+
+    def __init__(self, principal: str | None) -> None:
+        self.principal = principal
+
+    def _visible(self, stored: MemoryItem) -> None:
+        if not _may_see(stored, self.principal):
+            raise forbidden(_HIDDEN_RECORD)
+
+    def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
+        self._visible(stored)
+        if draft.visibility not in (None, stored.visibility) and stored.owner != self.principal:
+            raise forbidden(OWNER_ONLY)
+
+    def check_update(self, stored: MemoryItem, patch: MemoryPatch) -> None:
+        self._visible(stored)
+        if patch.visibility is not msgspec.UNSET and stored.owner != self.principal:
+            raise forbidden(OWNER_ONLY)
+
+    def check_delete(self, stored: MemoryItem) -> bool:
+        self._visible(stored)
+        return True
+
+
+_HIDDEN_RECORD = "the record is another principal's private record"
 
 
 def _may_see(item: MemoryItem, principal: str | None) -> bool:

@@ -25,7 +25,7 @@ from workers.memory.contracts import (
 )
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, SearchUnavailableError
-from workers.memory.records import to_micros
+from workers.memory.records import WriteGuard, to_micros
 from workers.memory.vectors import Vectors, VectorState
 
 if TYPE_CHECKING:
@@ -68,6 +68,13 @@ class MemoryStore(ABC):
       transaction; a missing id is ``NOT_FOUND`` and a stale ``expected_version`` is ``CONFLICT``,
       and either leaves every record unchanged.
     * **delete** removes the given ids and returns those it really deleted.
+    * A ``guard`` (access control, retention) is consulted inside the write's transaction on
+      the records as stored there — by :func:`~workers.memory.records.plan_writes` and
+      :func:`~workers.memory.records.apply_patch`, and per record before a delete — so no
+      concurrent change slips between its check and the write.
+    * **vectors** (stores that keep them) are stored with the records in the same
+      transaction; a store holding vectors refuses text changes without them and vectors of
+      another model (``EMBEDDING_MISMATCH``).
     * **search** (optional) ranks records for ``input`` with ``input.filter`` applied before
       ``input.limit``; the default raises ``SEARCH_UNAVAILABLE``.
     * **record_usage** adds one use to each id (``usage_count += 1``, ``last_used_at = at``);
@@ -110,16 +117,23 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def write(
-        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]: ...
 
     @abstractmethod
     async def update(
-        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]: ...
 
     @abstractmethod
-    async def delete(self, ids: Sequence[str]) -> list[str]: ...
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]: ...
 
     async def count(self, filter: MemoryFilter) -> int:
         """How many records match ``filter``. The default pages through :meth:`query`; stores
@@ -180,9 +194,10 @@ class MemoryStore(ABC):
                 return total
             after = page[-1].id
 
-    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
-        """Store vectors of ``model`` (the active or the reindex target) for existing records;
-        ids that no longer exist are skipped. Returns how many were stored."""
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
+        """Store vectors (of the active model or the reindex target) for existing records, row
+        ``i`` for ``ids[i]``; ids that no longer exist, and records whose text changed since
+        (``vectors.hashes``), are skipped. Returns how many were stored."""
         raise _unsupported("this memory store keeps no vectors")
 
     async def finish_reindex(self, model: EmbeddingModel) -> None:

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -26,10 +26,12 @@ from workers.memory.errors import MemoryStoreError, conflict
 __all__ = (
     "CHANGE_OF_STEP",
     "Clock",
+    "WriteGuard",
     "WriteStep",
     "apply_patch",
     "canonical_json",
     "change_of_patch",
+    "changes_text",
     "content_text",
     "from_micros",
     "history_entry",
@@ -170,11 +172,27 @@ class WriteStep:
     item: MemoryItem
 
 
+class WriteGuard(Protocol):
+    """Checks a store makes inside its write transaction, on the records as stored there, so
+    nothing can change between a check and the write it allows (access control enforcing,
+    retention). Each raises a coded :class:`MemoryStoreError` to refuse the whole call."""
+
+    def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
+        """A WRITE draft lands on ``stored`` (same key)."""
+
+    def check_update(self, stored: MemoryItem, patch: MemoryPatch) -> None:
+        """A patch applies to ``stored``."""
+
+    def check_delete(self, stored: MemoryItem) -> bool:
+        """Whether ``stored`` is deleted (``False``: left alone, not reported as deleted)."""
+
+
 def plan_writes(
     drafts: Iterable[MemoryDraft],
     mode: WriteMode,
     existing: Mapping[tuple[str, str], MemoryItem],
     now: datetime,
+    guard: WriteGuard | None = None,
 ) -> list[WriteStep]:
     """Decide every draft of a batch against the records already stored under its key.
 
@@ -191,6 +209,8 @@ def plan_writes(
     steps = []
     for draft in drafts:
         stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
+        if stored is not None and guard is not None:
+            guard.check_write(stored, draft)  # replays too: they return the stored record
         if stored is None:
             steps.append(WriteStep("insert", new_item(draft, now)))
         elif _replays(draft, stored):
@@ -232,12 +252,19 @@ def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntr
 _PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category", "pinned", "visibility")
 
 
+def changes_text(patch: MemoryPatch) -> bool:
+    """Whether ``patch`` changes what is embedded for a record (its summary or content)."""
+    return patch.content is not msgspec.UNSET or patch.summary is not msgspec.UNSET
+
+
 def change_of_patch(patch: MemoryPatch) -> Change:
     """The history change a patch records: ``archive`` when it archives, else ``update``."""
     return "archive" if patch.archived is True else "update"
 
 
-def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryItem:
+def apply_patch(
+    item: MemoryItem, patch: MemoryPatch, now: datetime, guard: WriteGuard | None = None
+) -> MemoryItem:
     """The record after ``patch``; supplied fields replace, others keep their value.
 
     ``archived`` alone does not touch ``updated_at``: archiving is not an edit, and retention
@@ -245,8 +272,11 @@ def apply_patch(item: MemoryItem, patch: MemoryPatch, now: datetime) -> MemoryIt
     ``archived_at``.
 
     Raises:
-        MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale.
+        MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale; what ``guard``
+            raises.
     """
+    if guard is not None:
+        guard.check_update(item, patch)
     if patch.expected_version is not None and patch.expected_version != item.version:
         raise MemoryStoreError(
             f"record {item.id} is at version {item.version}, not {patch.expected_version}",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from workers.memory.embeddings.base import Embedder, EmbeddingModel, embed_texts, model_of
 from workers.memory.ports import MemoryStore
-from workers.memory.vectors import vector_text
+from workers.memory.vectors import Vectors, hash_text, vector_text
 
 __all__ = ("ReindexReport", "reindex")
 
@@ -53,8 +53,10 @@ async def reindex(
         page = await store.missing_vectors(model, after, batch_size)
         if not page:
             break
-        matrix = await embed_texts(embedder, [vector_text(item) for item in page])
-        await store.put_vectors(model, [item.id for item in page], matrix)
+        texts = [vector_text(item) for item in page]
+        vectors = Vectors(model, await embed_texts(embedder, texts), tuple(map(hash_text, texts)))
+        # A record edited meanwhile is skipped here and embedded on the next run.
+        await store.put_vectors([item.id for item in page], vectors)
         done += len(page)
         after = page[-1].id
         if progress is not None:

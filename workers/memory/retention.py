@@ -24,14 +24,14 @@ from datetime import datetime, timedelta
 from ditto.errors import ErrorCode, InvalidInputError
 from workers.memory.contracts import (
     DEFAULT_CATEGORY,
-    DEFAULT_NAMESPACE,
     ArchivedMode,
+    MemoryDraft,
     MemoryFilter,
     MemoryItem,
     MemoryPatch,
     OrderBy,
 )
-from workers.memory.errors import MemoryStoreError
+from workers.memory.errors import MemoryStoreError, conflict
 from workers.memory.ports import MemoryStore
 from workers.memory.records import Clock, now_from, order_key, utc_now
 
@@ -138,14 +138,19 @@ async def run_hygiene(
     now = now_from(clock)
     to_archive: list[MemoryItem] = []
     to_purge: list[MemoryItem] = []
+    cutoffs: dict[str, datetime] = {}
     # Plan both lists before changing anything: what this run archives cannot be purged by it.
     for category, rule in sorted(policy.categories.items()):
         if rule.purge_after_days is not None:
             cutoff = now - timedelta(days=rule.purge_after_days)
-            to_purge += await _scan(store, _due(category, "only", cutoff))
+            due = await _scan(store, _due(category, "only", cutoff))
+            to_purge += due
+            cutoffs.update((item.id, cutoff) for item in due)
         if rule.archive_after_days is not None:
             cutoff = now - timedelta(days=rule.archive_after_days)
-            to_archive += await _scan(store, _due(category, "exclude", cutoff))
+            due = await _scan(store, _due(category, "exclude", cutoff))
+            to_archive += due
+            cutoffs.update((item.id, cutoff) for item in due)
     audit_purged = 0
     if policy.audit_days is not None:
         audit_cutoff = now - timedelta(days=policy.audit_days)
@@ -162,8 +167,9 @@ async def run_hygiene(
             audit_purged,
         )
     skipped: list[str] = []
-    archived = await _archive(store, to_archive, skipped, progress, total)
-    purged = await _purge(store, to_purge, skipped, progress, total, len(to_archive))
+    guard = _StillDue(cutoffs, {item.id: item.version for item in to_purge})
+    archived = await _archive(store, to_archive, guard, skipped, progress, total)
+    purged = await _purge(store, to_purge, guard, skipped, progress, total, len(to_archive))
     return HygieneReport(now, False, archived, purged, audit_purged, skipped)
 
 
@@ -183,9 +189,42 @@ async def _scan(store: MemoryStore, filter: MemoryFilter) -> list[MemoryItem]:
         after = (order_key(page[-1], order.field), page[-1].id)
 
 
+class _StillDue:
+    """The plan, checked again inside each change's transaction (a
+    :class:`~workers.memory.records.WriteGuard`): a record edited, used, pinned or revived
+    since it was planned is left alone."""
+
+    def __init__(self, cutoffs: dict[str, datetime], purge_versions: dict[str, int]) -> None:
+        self.cutoffs = cutoffs
+        self.purge_versions = purge_versions
+
+    def _due(self, stored: MemoryItem) -> bool:
+        cutoff = self.cutoffs[stored.id]
+        return (
+            not stored.pinned
+            and stored.updated_at < cutoff
+            and (stored.last_used_at is None or stored.last_used_at < cutoff)
+        )
+
+    def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
+        raise AssertionError("retention never writes drafts")  # pragma: no cover
+
+    def check_update(self, stored: MemoryItem, patch: MemoryPatch) -> None:
+        if not self._due(stored):
+            raise conflict(f"record {stored.id} was edited, used or pinned since the plan")
+
+    def check_delete(self, stored: MemoryItem) -> bool:
+        return (
+            self._due(stored)
+            and stored.archived_at is not None
+            and stored.version == self.purge_versions.get(stored.id)
+        )
+
+
 async def _archive(
     store: MemoryStore,
     items: Sequence[MemoryItem],
+    guard: _StillDue,
     skipped: list[str],
     progress: Progress | None,
     total: int,
@@ -197,14 +236,14 @@ async def _archive(
             MemoryPatch(item.id, archived=True, expected_version=item.version) for item in batch
         ]
         try:
-            archived += [item.id for item in await store.update(patches)]
+            archived += [item.id for item in await store.update(patches, guard=guard)]
         except MemoryStoreError as exc:
             if exc.code not in (ErrorCode.CONFLICT, ErrorCode.NOT_FOUND):
                 raise
             # Something in the batch changed since the plan: go one by one, skip what changed.
             for patch in patches:
                 try:
-                    archived += [item.id for item in await store.update([patch])]
+                    archived += [item.id for item in await store.update([patch], guard=guard)]
                 except MemoryStoreError as single:
                     if single.code not in (ErrorCode.CONFLICT, ErrorCode.NOT_FOUND):
                         raise
@@ -217,6 +256,7 @@ async def _archive(
 async def _purge(
     store: MemoryStore,
     items: Sequence[MemoryItem],
+    guard: _StillDue,
     skipped: list[str],
     progress: Progress | None,
     total: int,
@@ -224,22 +264,15 @@ async def _purge(
 ) -> list[str]:
     purged: list[str] = []
     for start in range(0, len(items), _BATCH):
-        batch = items[start : start + _BATCH]
-        planned = {item.id: item.version for item in batch}
-        # Re-read just before deleting: a record revived or edited since the plan stays.
-        current = {item.id: item for item in await store.get(list(planned), [], DEFAULT_NAMESPACE)}
-        due = [
-            item_id
-            for item_id, version in planned.items()
-            if item_id in current
-            and current[item_id].version == version
-            and current[item_id].archived_at is not None
-        ]
-        skipped += [item_id for item_id in planned if item_id not in due]
-        if due:
-            purged += await store.delete(due)
+        ids = [item.id for item in items[start : start + _BATCH]]
+        # The guard re-checks each record inside the delete's transaction: one revived,
+        # edited, used or pinned since the plan stays.
+        deleted = await store.delete(ids, guard=guard)
+        purged += deleted
+        gone = set(deleted)
+        skipped += [item_id for item_id in ids if item_id not in gone]
         if progress is not None:
-            progress(done + start + len(batch), total)
+            progress(done + start + len(ids), total)
     return purged
 
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from ditto.errors import ErrorCode
 from workers.memory.contracts import MemoryDraft, MemoryItem
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
@@ -38,6 +39,8 @@ __all__ = (
     "Vectors",
     "check_model",
     "from_blob",
+    "hash_text",
+    "matching_rows",
     "mismatch",
     "ranked_filtered",
     "ranked_filtered_async",
@@ -56,6 +59,9 @@ class Vectors:
 
     model: EmbeddingModel
     matrix: Matrix
+    hashes: tuple[str, ...] | None = None
+    """:func:`hash_text` of the text each row was computed from: the store refuses a row whose
+    record's stored text differs (it changed while the vector was being computed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +244,33 @@ def _best(
     return [(record, score_of[key(record)]) for record in ranked[:limit]]
 
 
+def hash_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def text_hash(record: MemoryDraft | MemoryItem) -> str:
-    """A fingerprint of :func:`vector_text`: an imported record keeps its vector only if the
-    text it was computed from is unchanged."""
-    return hashlib.sha256(vector_text(record).encode("utf-8", "surrogatepass")).hexdigest()
+    """A fingerprint of :func:`vector_text`: a vector is kept only for the text it was
+    computed from (an imported or concurrently changed record needs a new one)."""
+    return hash_text(vector_text(record))
+
+
+def matching_rows(
+    items: Sequence[MemoryItem], hashes: Sequence[str] | None, *, skip: bool
+) -> list[int]:
+    """Indexes of the rows whose record still has the text its vector was computed from.
+
+    Raises:
+        MemoryStoreError: ``CONFLICT`` for a changed one, unless ``skip``.
+    """
+    if hashes is None:
+        return list(range(len(items)))
+    kept = []
+    for index, (item, expected) in enumerate(zip(items, hashes, strict=True)):
+        if text_hash(item) == expected:
+            kept.append(index)
+        elif not skip:
+            raise MemoryStoreError(
+                f"record {item.id} changed while its vector was being computed; retry",
+                code=ErrorCode.CONFLICT,
+            )
+    return kept

@@ -19,7 +19,7 @@ from ditto.contracts.jsonvalue import check_json
 from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
-from workers.memory.access import AccessControl, AccessPolicy
+from workers.memory.access import OWNER_ONLY, AccessControl, AccessGuard, AccessPolicy
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
     DeleteInput,
@@ -50,10 +50,10 @@ from workers.memory.errors import (
 )
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore
-from workers.memory.records import Clock, apply_patch, now_from, order_key, utc_now
+from workers.memory.records import Clock, apply_patch, changes_text, now_from, order_key, utc_now
 from workers.memory.retention import PeriodicHygiene, RetentionPolicy
 from workers.memory.search.hybrid import SearchEngine, SearchSettings
-from workers.memory.vectors import Vectors, vector_text
+from workers.memory.vectors import Vectors, hash_text, vector_text
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
 
@@ -189,7 +189,10 @@ class _MemoryNodes:
         if self.embedder is None or self.model is None:
             return None
         texts = [vector_text(record) for record in records]
-        return Vectors(self.model, await embed_texts(self.embedder, texts))
+        matrix = await embed_texts(self.embedder, texts)
+        # The store checks each hash against the text it stores: a record changed by someone
+        # else while this one was embedding is a CONFLICT, never a vector of the wrong text.
+        return Vectors(self.model, matrix, tuple(map(hash_text, texts)))
 
     def _visible_filter(self, filter: MemoryFilter, principal: str | None) -> MemoryFilter:
         """``filter`` narrowed to what the caller may see (enforcing), inside the store and so
@@ -324,14 +327,9 @@ class _MemoryNodes:
         drafts = request.memories
         if self.access.checks:
             drafts = await self._stamped(ctx, drafts)
-        vectors = await self._vectors(drafts)
-        # Without an embedder, call the store as stores without vectors define write().
-        writing = (
-            self.store.write(drafts, request.mode)
-            if vectors is None
-            else self.store.write(drafts, request.mode, vectors)
-        )
-        items = _check_items(await _backend(writing), "WRITE output")
+        options = self._write_options(ctx, await self._vectors(drafts))
+        writing = self.store.write(drafts, request.mode, **options)
+        items = _check_items(await self._stored(ctx, writing, []), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
             for item, draft in zip(items, request.memories, strict=True)
@@ -352,13 +350,22 @@ class _MemoryNodes:
         for draft in drafts:
             if draft.key is not None:
                 by_namespace.setdefault(draft.namespace, []).append(draft.key)
-        existing: set[tuple[str, str | None]] = set()
+        existing: dict[tuple[str, str | None], MemoryItem] = {}
         for namespace, keys in by_namespace.items():
             stored = await _backend(self.store.get([], keys, namespace))
             hidden = self.access.hidden(stored, principal)
             if hidden:
                 await self.access.refuse(ctx, hidden, _HIDDEN)
-            existing.update((item.namespace, item.key) for item in stored)
+            existing.update(((item.namespace, item.key), item) for item in stored)
+        not_owned = [
+            existing[(draft.namespace, draft.key)].id
+            for draft in drafts
+            if (draft.namespace, draft.key) in existing
+            and draft.visibility not in (None, existing[(draft.namespace, draft.key)].visibility)
+            and existing[(draft.namespace, draft.key)].owner != principal
+        ]
+        if not_owned:
+            await self.access.refuse(ctx, not_owned, OWNER_ONLY)
         default = self.access.policy.default_visibility
         return [
             msgspec.structs.replace(
@@ -405,20 +412,39 @@ class _MemoryNodes:
                 for patch in request.updates
                 if patch.visibility is not msgspec.UNSET
                 and patch.id in stored
-                and stored[patch.id].owner not in (None, principal)
+                and stored[patch.id].owner != principal
             ]
             if not_owned:
-                await self.access.refuse(ctx, not_owned, "only the owner may change visibility")
-        if self.embedder is None:
-            updating = self.store.update(request.updates)
-        else:
+                await self.access.refuse(ctx, not_owned, OWNER_ONLY)
+        vectors = None
+        if self.embedder is not None and any(map(changes_text, request.updates)):
             vectors = await self._vectors(await self._patched(request.updates))
-            updating = self.store.update(request.updates, vectors)
-        items = _check_items(await _backend(updating), "UPDATE output")
+        updating = self.store.update(request.updates, **self._write_options(ctx, vectors))
+        items = _check_items(await self._stored(ctx, updating, ids), "UPDATE output")
         if [item.id for item in items] != ids:
             raise _off_contract("UPDATE must return each requested record once, in order")
         await self.access.record(ctx, ids)
         return UpdateOutput(items)
+
+    def _write_options(self, ctx: NodeContext, vectors: Vectors | None) -> dict[str, Any]:
+        """The optional arguments of a store write: only those in use, so a store written
+        before vectors and guards existed keeps working where it needs neither."""
+        options: dict[str, Any] = {}
+        if vectors is not None:
+            options["vectors"] = vectors
+        if self.access.enforcing:
+            # Checked again inside the write's transaction: nothing slips in between.
+            options["guard"] = AccessGuard(ctx.principal)
+        return options
+
+    async def _stored(self, ctx: NodeContext, writing: Awaitable[T], ids: list[str]) -> T:
+        """Await a store write; a refusal from inside its transaction is audited too."""
+        try:
+            return await _backend(writing)
+        except MemoryStoreError as exc:
+            if exc.code == MemoryErrorCode.FORBIDDEN:
+                await self.access.record(ctx, ids, "deny", exc.message)
+            raise
 
     async def _patched(self, patches: list[MemoryPatch]) -> list[MemoryItem]:
         """The records as the patches will leave them (to embed their new text first)."""
@@ -444,7 +470,8 @@ class _MemoryNodes:
             hidden = self.access.hidden(found, principal)
             if hidden:
                 await self.access.refuse(ctx, hidden, _HIDDEN)
-        deleted = await _backend(self.store.delete(ids))
+        deleting = self.store.delete(ids, **self._write_options(ctx, None))
+        deleted = await self._stored(ctx, deleting, ids)
         requested = set(ids)
         if (
             not isinstance(deleted, list)

@@ -292,3 +292,55 @@ async def test_vector_search_without_an_embedder_is_unavailable(env: Env) -> Non
     for bad in ({"fusion": "max"}, {"rrf_k": 0}, {"colour": 1}, {"explain": "yes"}):
         code = await failure(runtime, "MEMORY.SEARCH", {"query": "x", "options": bad})
         assert code == "INVALID_INPUT", bad
+
+
+async def test_a_text_changed_while_embedding_is_a_conflict_never_a_stale_vector(env: Env) -> None:
+    embedder = TableEmbedder()
+    runtime = await env.runtime(embedder=embedder)
+    (item,) = (await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": "fruit"}]})).items
+    other = await env.runtime(embedder=TableEmbedder())
+
+    class Racing(TableEmbedder):
+        async def embed(self, texts: Any) -> Any:
+            # Someone changes the summary while this content change is being embedded.
+            await ok(other, "MEMORY.UPDATE", {"updates": [{"id": item.id, "summary": "new"}]})
+            return await super().embed(texts)
+
+    racing = await env.runtime(embedder=Racing())
+    change = {"updates": [{"id": item.id, "content": "quantum chromodynamics"}]}
+    assert await failure(racing, "MEMORY.UPDATE", change) == "CONFLICT"
+    (stored,) = await env.store.get([item.id], [], "default")
+    assert (stored.summary, stored.content) == ("new", "fruit")  # the other change stands
+    await ok(runtime, "MEMORY.UPDATE", change)  # a retry embeds the current text
+    hits = await ok(
+        runtime, "MEMORY.SEARCH", {"query": "new\nquantum chromodynamics", "strategy": "vector"}
+    )
+    assert hits.hits[0].score > 0.999
+
+
+async def test_an_unfinished_reindex_leaves_the_old_model_whole(env: Env) -> None:
+    old = TableEmbedder("old")
+    runtime = await env.runtime(embedder=old)
+    await seed(runtime, 12)
+
+    class Failing(TableEmbedder):
+        def _vectors(self, texts: list[str]) -> list[list[float]]:
+            if self.calls >= 1:
+                self.calls += 1
+                raise RuntimeError("gone")
+            return super()._vectors(texts)
+
+    with pytest.raises(Exception, match="failed"):
+        await reindex(env.store, Failing("new", seed=2), batch_size=5)
+    hits = await ok(runtime, "MEMORY.SEARCH", {"query": "doc-0", "strategy": "vector", "limit": 20})
+    assert len(hits.hits) == 12  # every record still has its old-model vector
+    # A record edited meanwhile loses its stale new-model vector and is embedded again.
+    first = (await ok(runtime, "MEMORY.GET", {"keys": ["k0"], "namespace": "ns0"})).items[0]
+    await ok(runtime, "MEMORY.UPDATE", {"updates": [{"id": first.id, "content": "doc-0 v2"}]})
+    new_model = TableEmbedder("new", seed=2)
+    report = await reindex(env.store, new_model, batch_size=5)
+    assert report.embedded >= 7
+    fresh = await env.runtime(embedder=new_model)
+    top = await ok(fresh, "MEMORY.SEARCH", {"query": "doc-0 v2", "strategy": "vector", "limit": 1})
+    assert top.hits[0].memory.id == first.id
+    assert top.hits[0].score > 0.999

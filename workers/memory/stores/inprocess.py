@@ -35,8 +35,10 @@ from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
+    WriteGuard,
     apply_patch,
     change_of_patch,
+    changes_text,
     content_text,
     history_entry,
     now_from,
@@ -52,8 +54,9 @@ from workers.memory.vectors import (
     Vectors,
     VectorState,
     check_model,
+    matching_rows,
     ranked_filtered,
-    vector_text,
+    text_hash,
     vectors_required,
 )
 
@@ -82,8 +85,8 @@ class InProcessMemoryStore(MemoryStore):
         self._history: dict[str, list[HistoryEntry]] = {}
         self._audit: list[AuditEntry] = []
         self._audit_seq = 0
-        self._vectors: dict[str, tuple[EmbeddingModel, Matrix, str]] = {}
-        """id -> (model, unit vector, the text it was computed from)."""
+        self._vectors: dict[str, dict[EmbeddingModel, tuple[Matrix, str]]] = {}
+        """id -> model -> (unit vector, hash of the text it was computed from)."""
         self._state = VectorState()
         self._index = VectorIndex()
 
@@ -151,48 +154,62 @@ class InProcessMemoryStore(MemoryStore):
     # ----------------------------------------------------------------- writes
 
     async def write(
-        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        self._check_vectors(vectors)
+        self._check_vectors(vectors, needed=True)
         keys = self._keys
         existing = {
             (draft.namespace, draft.key): _copy(self._items[keys[(draft.namespace, draft.key)]])
             for draft in drafts
             if draft.key is not None and (draft.namespace, draft.key) in keys
         }
-        steps = plan_writes(drafts, mode, existing, now_from(self._clock))
+        steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard)
+        if vectors is not None:  # refuse before any change: all or nothing
+            matching_rows([step.item for step in steps], vectors.hashes, skip=False)
         for step in steps:
             if step.action != "keep":
                 self._put(step.item)
                 change = CHANGE_OF_STEP[step.action]
                 self._log(history_entry(step.item, change, step.item.updated_at))
         if vectors is not None:
-            self._store_vectors(vectors.model, [step.item for step in steps], vectors.matrix)
+            self._store_vectors(vectors, [step.item for step in steps])
         return [_copy(step.item) for step in steps]
 
     async def update(
-        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         now = now_from(self._clock)  # read once per call, refused or not, like every store
-        self._check_vectors(vectors)
+        self._check_vectors(vectors, needed=any(map(changes_text, patches)))
         missing = [patch.id for patch in patches if patch.id not in self._items]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
-        updated = [apply_patch(_copy(self._items[patch.id]), patch, now) for patch in patches]
+        updated = [
+            apply_patch(_copy(self._items[patch.id]), patch, now, guard) for patch in patches
+        ]
+        if vectors is not None:  # refuse before any change: all or nothing
+            matching_rows(updated, vectors.hashes, skip=False)
         for item, patch in zip(updated, patches, strict=True):  # all applied: all or nothing
             self._put(item)
             self._log(history_entry(item, change_of_patch(patch), now))
         if vectors is not None:
-            self._store_vectors(vectors.model, updated, vectors.matrix)
+            self._store_vectors(vectors, updated)
         return [_copy(item) for item in updated]
 
-    async def delete(self, ids: Sequence[str]) -> list[str]:
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         now = now_from(self._clock)
+        chosen = [item_id for item_id in ids if item_id in self._items]
+        if guard is not None:  # every check before any change: all or nothing
+            chosen = [item_id for item_id in chosen if guard.check_delete(self._items[item_id])]
         deleted = []
-        for item_id in ids:
-            item = self._items.pop(item_id, None)
-            if item is None:
-                continue
+        for item_id in chosen:
+            item = self._items.pop(item_id)
             self._log(history_entry(item, "delete", now))
             self._terms.pop(item_id, None)
             self._vectors.pop(item_id, None)
@@ -219,31 +236,38 @@ class InProcessMemoryStore(MemoryStore):
             previous = self._items.get(item.id)
             if previous is not None and previous.key is not None:
                 self._keys.pop((previous.namespace, previous.key), None)
-            held = self._vectors.get(item.id)
-            if held is not None and held[2] != vector_text(item):  # its text changed: re-embed
-                del self._vectors[item.id]
+            held = self._vectors.get(item.id, {})
+            if any(fingerprint != text_hash(item) for _, fingerprint in held.values()):
+                del self._vectors[item.id]  # its text changed: it needs a new vector
                 self._index.remove([item.id])
             self._put(item)
         return len(items)
 
     # ----------------------------------------------------------------- vectors
 
-    def _check_vectors(self, vectors: Vectors | None) -> None:
+    def _check_vectors(self, vectors: Vectors | None, *, needed: bool) -> None:
         if vectors is not None:
             check_model(vectors.model, self._state, writing=True)
-        elif self._state.active is not None:
+        elif needed and self._state.active is not None:
             raise vectors_required(self._state)
 
     def _store_vectors(
-        self, model: EmbeddingModel, items: Sequence[MemoryItem], matrix: Matrix
-    ) -> None:
+        self, vectors: Vectors, items: Sequence[MemoryItem], *, skip_changed: bool = False
+    ) -> int:
+        rows = matching_rows(items, vectors.hashes, skip=skip_changed)
+        model = vectors.model
         if self._state.active is None:
             self._state = VectorState(model, self._state.target)
             self._index.reset(model)
-        for item, row in zip(items, matrix, strict=True):
-            self._vectors[item.id] = (model, row.copy(), vector_text(item))
-        if model == self._state.active:
-            self._index.upsert([item.id for item in items], matrix)
+        for row in rows:
+            fingerprint = text_hash(items[row])
+            held = self._vectors.setdefault(items[row].id, {})
+            for other in [m for m, (_, old) in held.items() if old != fingerprint]:
+                del held[other]  # another model's vector of the old text is stale
+            held[model] = (vectors.matrix[row].copy(), fingerprint)
+        if model == self._state.active and rows:
+            self._index.upsert([items[row].id for row in rows], vectors.matrix[rows])
+        return len(rows)
 
     async def vector_state(self) -> VectorState:
         return self._state
@@ -271,27 +295,33 @@ class InProcessMemoryStore(MemoryStore):
         lacking = sorted(
             item_id
             for item_id in self._items
-            if (after is None or item_id > after)
-            and (item_id not in self._vectors or self._vectors[item_id][0] != model)
+            if (after is None or item_id > after) and model not in self._vectors.get(item_id, {})
         )
         return [_copy(self._items[item_id]) for item_id in lacking[:limit]]
 
-    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
-        check_model(model, self._state, writing=True)
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
+        check_model(vectors.model, self._state, writing=True)
         present = [index for index, item_id in enumerate(ids) if item_id in self._items]
-        self._store_vectors(model, [self._items[ids[index]] for index in present], matrix[present])
-        return len(present)
+        hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
+        kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+        items = [self._items[ids[index]] for index in present]
+        return self._store_vectors(kept, items, skip_changed=True)
 
     async def finish_reindex(self, model: EmbeddingModel) -> None:
         lacking = await self.missing_vectors(model, None, 1)
         if lacking:
             raise conflict("some records still lack a vector of the new model; run reindex again")
-        self._vectors = {k: v for k, v in self._vectors.items() if v[0] == model}
+        self._vectors = {
+            item_id: {model: by_model[model]}
+            for item_id, by_model in self._vectors.items()
+            if model in by_model
+        }
         self._state = VectorState(model)
         self._index.reset(model)
         ids = list(self._vectors)
         if ids:
-            self._index.upsert(ids, np.stack([self._vectors[item_id][1] for item_id in ids]))
+            rows = [self._vectors[item_id][model][0] for item_id in ids]
+            self._index.upsert(ids, np.stack(rows))
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return [_copy_entry(entry) for entry in self._history.get(id, [])]

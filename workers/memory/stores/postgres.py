@@ -53,8 +53,10 @@ from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
+    WriteGuard,
     apply_patch,
     change_of_patch,
+    changes_text,
     from_micros,
     history_entry,
     now_from,
@@ -360,7 +362,11 @@ class PostgresMemoryStore(MemoryStore):
     # ----------------------------------------------------------------- writes
 
     async def write(
-        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         await self._ready()
         now = now_from(self._clock)
@@ -369,10 +375,10 @@ class PostgresMemoryStore(MemoryStore):
             # Pending usage first, in its own statement: a failing batch must not lose it.
             await self._apply_usage(connection)
             async with connection.transaction():
-                await require_vectors(connection, self._s, vectors)
-                items = await self._write_batch(connection, drafts, mode, now, keyed)
+                await require_vectors(connection, self._s, vectors, needed=True)
+                items = await self._write_batch(connection, drafts, mode, now, keyed, guard)
                 if vectors is not None:
-                    await store_vectors(connection, self._s, vectors.model, items, vectors.matrix)
+                    await store_vectors(connection, self._s, vectors, items)
                 return items
 
     async def _write_batch(
@@ -382,6 +388,7 @@ class PostgresMemoryStore(MemoryStore):
         mode: WriteMode,
         now: datetime,
         keyed: list[tuple[str, str]],
+        guard: WriteGuard | None,
     ) -> list[MemoryItem]:
         s = self._s
         if keyed:
@@ -403,7 +410,7 @@ class PostgresMemoryStore(MemoryStore):
             for row in rows:
                 item = row_to_item(row)
                 existing[(item.namespace, item.key or "")] = item
-        steps = plan_writes(drafts, mode, existing, now)
+        steps = plan_writes(drafts, mode, existing, now, guard)
         inserts = [item_values(step.item) for step in steps if step.action == "insert"]
         if inserts:
             await self._insert(connection, inserts)
@@ -446,7 +453,10 @@ class PostgresMemoryStore(MemoryStore):
         )
 
     async def update(
-        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         await self._ready()
         now = now_from(self._clock)
@@ -454,10 +464,11 @@ class PostgresMemoryStore(MemoryStore):
         async with _translated(), self.pool.acquire() as connection:
             await self._apply_usage(connection)
             async with connection.transaction():
-                await require_vectors(connection, self._s, vectors)
-                items = await self._update_batch(connection, patches, ids, now)
+                needed = any(map(changes_text, patches))
+                await require_vectors(connection, self._s, vectors, needed=needed)
+                items = await self._update_batch(connection, patches, ids, now, guard)
                 if vectors is not None:
-                    await store_vectors(connection, self._s, vectors.model, items, vectors.matrix)
+                    await store_vectors(connection, self._s, vectors, items)
                 return items
 
     async def _update_batch(
@@ -466,6 +477,7 @@ class PostgresMemoryStore(MemoryStore):
         patches: Sequence[MemoryPatch],
         ids: list[str],
         now: datetime,
+        guard: WriteGuard | None,
     ) -> list[MemoryItem]:
         rows = await connection.fetch(
             f"SELECT {columns()} FROM {records(self._s)} WHERE m.id = ANY($1::text[]) "
@@ -476,7 +488,7 @@ class PostgresMemoryStore(MemoryStore):
         missing = [item_id for item_id in ids if item_id not in stored]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
-        updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
+        updated = [apply_patch(stored[patch.id], patch, now, guard) for patch in patches]
         for item in updated:
             await self._replace(connection, item)
         await self._log(
@@ -488,7 +500,7 @@ class PostgresMemoryStore(MemoryStore):
         )
         return updated
 
-    async def delete(self, ids: Sequence[str]) -> list[str]:
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         await self._ready()
         now = now_from(self._clock)
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
@@ -497,11 +509,13 @@ class PostgresMemoryStore(MemoryStore):
                 "ORDER BY m.id FOR UPDATE OF m",
                 list(ids),
             )
-            await connection.execute(
-                f"DELETE FROM {self._s}.memories WHERE id = ANY($1::text[])", list(ids)
-            )
             found = {row["id"]: row_to_item(row) for row in rows}
+            if guard is not None:  # every check before any change: all or nothing
+                found = {key: item for key, item in found.items() if guard.check_delete(item)}
             deleted = [item_id for item_id in ids if item_id in found]
+            await connection.execute(
+                f"DELETE FROM {self._s}.memories WHERE id = ANY($1::text[])", deleted
+            )
             await self._log(
                 connection, [history_entry(found[item_id], "delete", now) for item_id in deleted]
             )
@@ -568,10 +582,10 @@ class PostgresMemoryStore(MemoryStore):
         async with _translated(), self.pool.acquire() as connection:
             return await missing_vectors(connection, self._s, model, after, limit)
 
-    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
         await self._ready()
         async with _translated(), self.pool.acquire() as connection, connection.transaction():
-            return await put_vectors(connection, self._s, model, ids, matrix)
+            return await put_vectors(connection, self._s, ids, vectors)
 
     async def finish_reindex(self, model: EmbeddingModel) -> None:
         await self._ready()

@@ -124,12 +124,13 @@ def _vector_steps(s: str) -> tuple[str, ...]:
     return (
         f"""
         CREATE TABLE {s}.memory_vectors (
-            id text COLLATE "C" PRIMARY KEY,
+            id text COLLATE "C" NOT NULL,
             model text NOT NULL,
             dimension integer NOT NULL,
             vector bytea NOT NULL,
             text_hash text NOT NULL,
-            gen bigint NOT NULL
+            gen bigint NOT NULL,
+            PRIMARY KEY (id, model, dimension)
         )
         """,
         f"CREATE INDEX memory_vectors_gen ON {s}.memory_vectors (gen)",

@@ -26,6 +26,7 @@ from workers.memory.vectors import (
     VectorState,
     check_model,
     from_blob,
+    matching_rows,
     ranked_filtered_async,
     text_hash,
     to_blob,
@@ -61,11 +62,14 @@ async def read_state(connection: Connection, s: str) -> tuple[VectorState, int]:
     return VectorState(active, target), int(row[4])
 
 
-async def require_vectors(connection: Connection, s: str, vectors: Vectors | None) -> None:
+async def require_vectors(
+    connection: Connection, s: str, vectors: Vectors | None, *, needed: bool
+) -> None:
+    """See ``sqlite_vectors.require_vectors``."""
     state, _ = await read_state(connection, s)
     if vectors is not None:
         check_model(vectors.model, state, writing=True)
-    elif state.active is not None:
+    elif needed and state.active is not None:
         raise vectors_required(state)
 
 
@@ -80,12 +84,16 @@ async def _next_generation(connection: Connection, s: str) -> int:
 async def store_vectors(
     connection: Connection,
     s: str,
-    model: EmbeddingModel,
+    vectors: Vectors,
     items: Sequence[MemoryItem],
-    matrix: Matrix,
-) -> None:
-    if not items:
-        return
+    *,
+    skip_changed: bool = False,
+) -> int:
+    """See ``sqlite_vectors.store_vectors``."""
+    rows = matching_rows(items, vectors.hashes, skip=skip_changed)
+    if not rows:
+        return 0
+    model = vectors.model
     generation = await _next_generation(connection, s)  # locks the state row until commit
     await connection.execute(
         f"UPDATE {s}.memory_vector_state SET model = $1, dimension = $2 WHERE model IS NULL",
@@ -94,39 +102,53 @@ async def store_vectors(
     )
     await connection.executemany(
         f"INSERT INTO {s}.memory_vectors (id, model, dimension, vector, text_hash, gen) "
-        "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET model = excluded.model, "
-        "dimension = excluded.dimension, vector = excluded.vector, "
-        "text_hash = excluded.text_hash, gen = excluded.gen",
+        "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id, model, dimension) DO UPDATE SET "
+        "vector = excluded.vector, text_hash = excluded.text_hash, gen = excluded.gen",
         [
-            (item.id, model.model_id, model.dimension, to_blob(row), text_hash(item), generation)
-            for item, row in zip(items, matrix, strict=True)
+            (
+                items[row].id,
+                model.model_id,
+                model.dimension,
+                to_blob(vectors.matrix[row]),
+                text_hash(items[row]),
+                generation,
+            )
+            for row in rows
         ],
     )
+    # Another model's vector of a text that just changed is stale: drop it (see SQLite's).
+    await connection.executemany(
+        f"DELETE FROM {s}.memory_vectors WHERE id = $1 AND (model != $2 OR dimension != $3) "
+        "AND text_hash != $4",
+        [(items[row].id, model.model_id, model.dimension, text_hash(items[row])) for row in rows],
+    )
+    return len(rows)
 
 
 async def forget_vectors(
     connection: Connection, s: str, ids: Sequence[str], keep: Sequence[MemoryItem] = ()
 ) -> None:
+    """See ``sqlite_vectors.forget_vectors``."""
     gone = list(ids)
     if keep:
         held = await connection.fetch(
             f"SELECT id, text_hash FROM {s}.memory_vectors WHERE id = ANY($1::text[])",
             [item.id for item in keep],
         )
-        hashes = {row["id"]: row["text_hash"] for row in held}
-        gone += [
-            item.id for item in keep if item.id in hashes and hashes[item.id] != text_hash(item)
-        ]
+        hashes = {item.id: text_hash(item) for item in keep}
+        gone += sorted({row["id"] for row in held if row["text_hash"] != hashes[row["id"]]})
     if not gone:
         return
+    # The generation lock first, as every vector writer takes it: vector rows are only ever
+    # locked after it, so a delete and a reindex cannot deadlock.
+    generation = await _next_generation(connection, s)
     removed = await connection.fetch(
         f"DELETE FROM {s}.memory_vectors WHERE id = ANY($1::text[]) RETURNING id", gone
     )
     if removed:
-        generation = await _next_generation(connection, s)
         await connection.executemany(
             f"INSERT INTO {s}.memory_vector_tombstones (gen, id) VALUES ($1, $2)",
-            [(generation, row["id"]) for row in removed],
+            [(generation, item_id) for item_id in sorted({row["id"] for row in removed})],
         )
 
 
@@ -154,18 +176,19 @@ async def missing_vectors(
     return [row_to_item(row) for row in rows]
 
 
-async def put_vectors(
-    connection: Connection, s: str, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix
-) -> int:
+async def put_vectors(connection: Connection, s: str, ids: Sequence[str], vectors: Vectors) -> int:
     state, _ = await read_state(connection, s)
-    check_model(model, state, writing=True)
+    check_model(vectors.model, state, writing=True)
+    await _next_generation(connection, s)  # the lock order of every vector writer
     rows = await connection.fetch(
         f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[])", list(ids)
     )
     items = {row["id"]: row_to_item(row) for row in rows}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
-    await store_vectors(connection, s, model, [items[ids[i]] for i in present], matrix[present])
-    return len(present)
+    hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
+    kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+    items_kept = [items[ids[i]] for i in present]
+    return await store_vectors(connection, s, kept, items_kept, skip_changed=True)
 
 
 async def finish_reindex(connection: Connection, s: str, model: EmbeddingModel) -> None:

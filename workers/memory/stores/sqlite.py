@@ -49,8 +49,10 @@ from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
 from workers.memory.records import (
     CHANGE_OF_STEP,
     Clock,
+    WriteGuard,
     apply_patch,
     change_of_patch,
+    changes_text,
     from_micros,
     history_entry,
     now_from,
@@ -329,10 +331,14 @@ class SqliteMemoryStore(MemoryStore):
     # ----------------------------------------------------------------- writes
 
     async def write(
-        self, drafts: Sequence[MemoryDraft], mode: WriteMode, vectors: Vectors | None = None
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         return await self._write(
-            self._write_batch, list(drafts), mode, now_from(self._clock), vectors
+            self._write_batch, list(drafts), mode, now_from(self._clock), vectors, guard
         )
 
     def _write_batch(
@@ -342,8 +348,9 @@ class SqliteMemoryStore(MemoryStore):
         mode: WriteMode,
         now: datetime,
         vectors: Vectors | None,
+        guard: WriteGuard | None,
     ) -> list[MemoryItem]:
-        require_vectors(connection, vectors)
+        require_vectors(connection, vectors, needed=True)
         existing: dict[tuple[str, str], MemoryItem] = {}
         by_namespace: dict[str, list[str]] = {}
         for draft in drafts:
@@ -353,7 +360,7 @@ class SqliteMemoryStore(MemoryStore):
             for row in _by_key(connection, namespace, keys):
                 item = row_to_item(row)
                 existing[(item.namespace, item.key or "")] = item
-        steps = plan_writes(drafts, mode, existing, now)
+        steps = plan_writes(drafts, mode, existing, now, guard)
         inserts = [step.item for step in steps if step.action == "insert"]
         if inserts:
             connection.executemany(_INSERT, [item_row(item) for item in inserts])
@@ -377,7 +384,7 @@ class SqliteMemoryStore(MemoryStore):
             ],
         )
         if vectors is not None:
-            store_vectors(connection, vectors.model, [step.item for step in steps], vectors.matrix)
+            store_vectors(connection, vectors, [step.item for step in steps])
         return [step.item for step in steps]
 
     def _replace(self, connection: sqlite3.Connection, item: MemoryItem) -> None:
@@ -392,9 +399,13 @@ class SqliteMemoryStore(MemoryStore):
         )
 
     async def update(
-        self, patches: Sequence[MemoryPatch], vectors: Vectors | None = None
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        return await self._write(self._update, list(patches), now_from(self._clock), vectors)
+        now = now_from(self._clock)
+        return await self._write(self._update, list(patches), now, vectors, guard)
 
     def _update(
         self,
@@ -402,14 +413,15 @@ class SqliteMemoryStore(MemoryStore):
         patches: list[MemoryPatch],
         now: datetime,
         vectors: Vectors | None,
+        guard: WriteGuard | None,
     ) -> list[MemoryItem]:
-        require_vectors(connection, vectors)
+        require_vectors(connection, vectors, needed=any(map(changes_text, patches)))
         ids = [patch.id for patch in patches]
         stored = {row[0]: row_to_item(row) for row in rows_for_ids(connection, _BY_ID, ids)}
         missing = [item_id for item_id in ids if item_id not in stored]
         if missing:
             raise not_found(f"no record with id {missing[0]!r}")
-        updated = [apply_patch(stored[patch.id], patch, now) for patch in patches]
+        updated = [apply_patch(stored[patch.id], patch, now, guard) for patch in patches]
         for item in updated:
             self._replace(connection, item)
         _log(
@@ -420,13 +432,23 @@ class SqliteMemoryStore(MemoryStore):
             ],
         )
         if vectors is not None:
-            store_vectors(connection, vectors.model, updated, vectors.matrix)
+            store_vectors(connection, vectors, updated)
         return updated
 
-    async def delete(self, ids: Sequence[str]) -> list[str]:
-        return await self._write(self._delete, list(ids), now_from(self._clock))
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        return await self._write(self._delete, list(ids), now_from(self._clock), guard)
 
-    def _delete(self, connection: sqlite3.Connection, ids: list[str], now: datetime) -> list[str]:
+    def _delete(
+        self,
+        connection: sqlite3.Connection,
+        ids: list[str],
+        now: datetime,
+        guard: WriteGuard | None,
+    ) -> list[str]:
+        if guard is not None:  # every check before any change: all or nothing
+            rows = rows_for_ids(connection, _BY_ID, ids)
+            allowed = {row[0] for row in rows if guard.check_delete(row_to_item(row))}
+            ids = [item_id for item_id in ids if item_id in allowed]
         deleted: list[str] = []
         entries: list[HistoryEntry] = []
         for item_id in ids:
@@ -487,8 +509,8 @@ class SqliteMemoryStore(MemoryStore):
     ) -> list[MemoryItem]:
         return await self._read(lambda: missing_vectors(self._connection(), model, after, limit))
 
-    async def put_vectors(self, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix) -> int:
-        return await self._write(put_vectors, model, list(ids), matrix)
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
+        return await self._write(put_vectors, list(ids), vectors)
 
     async def finish_reindex(self, model: EmbeddingModel) -> None:
         await self._write(finish_reindex, model)

@@ -79,16 +79,18 @@ _V3 = (
 )
 
 _V4 = (
-    # Vectors of one model at a time (see workers.memory.vectors). `gen` numbers every change
-    # under the write lock, so a process's cached index reads only what is newer than itself.
+    # Vectors per record and model: the active model's, and a reindex's target's beside them
+    # (see workers.memory.vectors). `gen` numbers every change under the write lock, so a
+    # process's cached index reads only what is newer than itself.
     """
     CREATE TABLE memory_vectors (
-        id TEXT PRIMARY KEY,
+        id TEXT NOT NULL,
         model TEXT NOT NULL,
         dimension INTEGER NOT NULL,
         vector BLOB NOT NULL,
         text_hash TEXT NOT NULL,
-        gen INTEGER NOT NULL
+        gen INTEGER NOT NULL,
+        PRIMARY KEY (id, model, dimension)
     ) STRICT
     """,
     "CREATE INDEX memory_vectors_gen ON memory_vectors(gen)",

@@ -21,6 +21,7 @@ from workers.memory.vectors import (
     VectorState,
     check_model,
     from_blob,
+    matching_rows,
     ranked_filtered,
     text_hash,
     to_blob,
@@ -51,12 +52,16 @@ def read_state(connection: sqlite3.Connection) -> tuple[VectorState, int]:
     return VectorState(active, goal), int(generation)
 
 
-def require_vectors(connection: sqlite3.Connection, vectors: Vectors | None) -> None:
-    """Refuse a write whose vectors do not fit the store (before anything is written)."""
+def require_vectors(
+    connection: sqlite3.Connection, vectors: Vectors | None, *, needed: bool
+) -> None:
+    """Refuse a write whose vectors do not fit the store, before anything is written: vectors
+    of another model, or none (``needed``: the write changes embedded text) once the store
+    holds vectors."""
     state, _ = read_state(connection)
     if vectors is not None:
         check_model(vectors.model, state, writing=True)
-    elif state.active is not None:
+    elif needed and state.active is not None:
         raise vectors_required(state)
 
 
@@ -69,14 +74,18 @@ def _next_generation(connection: sqlite3.Connection) -> int:
 
 def store_vectors(
     connection: sqlite3.Connection,
-    model: EmbeddingModel,
+    vectors: Vectors,
     items: Sequence[MemoryItem],
-    matrix: Matrix,
-) -> None:
-    """Keep each record's vector (in the caller's transaction); the first model becomes the
-    store's."""
-    if not items:
-        return
+    *,
+    skip_changed: bool = False,
+) -> int:
+    """Keep each record's vector of ``vectors.model`` (in the caller's transaction); the first
+    model becomes the store's. A record whose text no longer matches its row's hash is a
+    ``CONFLICT`` (or, with ``skip_changed``, left without). Returns how many were stored."""
+    rows = matching_rows(items, vectors.hashes, skip=skip_changed)
+    if not rows:
+        return 0
+    model = vectors.model
     state, _ = read_state(connection)
     if state.active is None:
         connection.execute(
@@ -88,10 +97,25 @@ def store_vectors(
         "INSERT OR REPLACE INTO memory_vectors (id, model, dimension, vector, text_hash, gen) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         [
-            (item.id, model.model_id, model.dimension, to_blob(row), text_hash(item), generation)
-            for item, row in zip(items, matrix, strict=True)
+            (
+                items[row].id,
+                model.model_id,
+                model.dimension,
+                to_blob(vectors.matrix[row]),
+                text_hash(items[row]),
+                generation,
+            )
+            for row in rows
         ],
     )
+    # Another model's vector of a text that just changed is stale (a reindex in progress must
+    # embed the record again): drop it.
+    connection.executemany(
+        "DELETE FROM memory_vectors WHERE id = ? AND (model != ? OR dimension != ?) "
+        "AND text_hash != ?",
+        [(items[row].id, model.model_id, model.dimension, text_hash(items[row])) for row in rows],
+    )
+    return len(rows)
 
 
 def forget_vectors(
@@ -101,10 +125,10 @@ def forget_vectors(
     matches their vector (imported ones), leaving a tombstone for other processes' indexes."""
     gone: list[str] = list(ids)
     for item in keep:
-        row = connection.execute(
+        held = connection.execute(
             "SELECT text_hash FROM memory_vectors WHERE id = ?", (item.id,)
-        ).fetchone()
-        if row is not None and row[0] != text_hash(item):
+        ).fetchall()
+        if any(row[0] != text_hash(item) for row in held):
             gone.append(item.id)
     sql = "DELETE FROM memory_vectors WHERE id IN ({marks}) RETURNING id"
     removed = [row[0] for row in rows_for_ids(connection, sql, gone)]
@@ -137,16 +161,15 @@ def missing_vectors(
     return [row_to_item(row) for row in rows]
 
 
-def put_vectors(
-    connection: sqlite3.Connection, model: EmbeddingModel, ids: Sequence[str], matrix: Matrix
-) -> int:
+def put_vectors(connection: sqlite3.Connection, ids: Sequence[str], vectors: Vectors) -> int:
     state, _ = read_state(connection)
-    check_model(model, state, writing=True)
+    check_model(vectors.model, state, writing=True)
     sql = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
     items = {row[0]: row_to_item(row) for row in rows_for_ids(connection, sql, ids)}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
-    store_vectors(connection, model, [items[ids[index]] for index in present], matrix[present])
-    return len(present)
+    hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
+    kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+    return store_vectors(connection, kept, [items[ids[i]] for i in present], skip_changed=True)
 
 
 def finish_reindex(connection: sqlite3.Connection, model: EmbeddingModel) -> None:
