@@ -53,17 +53,17 @@ def matches_filter(item: MemoryItem, filter: MemoryFilter) -> bool:
         for name, expected in filter.metadata.items():
             if name not in item.metadata or not _json_equal(item.metadata[name], expected):
                 return False
-    created, updated = to_micros(item.created_at), to_micros(item.updated_at)
-    for bound, value, after in (
-        (filter.created_after, created, True),
-        (filter.created_before, created, False),
-        (filter.updated_after, updated, True),
-        (filter.updated_before, updated, False),
+    # Time bounds compare exact microseconds, as the stores do; most filters have none.
+    for bound, moment, after in (
+        (filter.created_after, item.created_at, True),
+        (filter.created_before, item.created_at, False),
+        (filter.updated_after, item.updated_at, True),
+        (filter.updated_before, item.updated_at, False),
     ):
-        if bound is not None and not (
-            value > to_micros(bound) if after else value < to_micros(bound)
-        ):
-            return False
+        if bound is not None:
+            value, limit = to_micros(moment), to_micros(bound)
+            if not (value > limit if after else value < limit):
+                return False
     return True
 
 
