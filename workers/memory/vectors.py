@@ -44,6 +44,8 @@ __all__ = (
     "mismatch",
     "ranked_filtered",
     "ranked_filtered_async",
+    "stale_rows",
+    "stored_rows",
     "text_hash",
     "to_blob",
     "vector_text",
@@ -252,6 +254,33 @@ def text_hash(record: MemoryDraft | MemoryItem) -> str:
     """A fingerprint of :func:`vector_text`: a vector is kept only for the text it was
     computed from (an imported or concurrently changed record needs a new one)."""
     return hash_text(vector_text(record))
+
+
+def stored_rows(
+    vectors: Vectors, items: Sequence[MemoryItem], rows: Sequence[int], generation: int
+) -> list[tuple[str, str, int, bytes, str, int]]:
+    """``(id, model, dimension, vector, text_hash, gen)`` for the SQL stores' vector table."""
+    model = vectors.model
+    return [
+        (
+            items[row].id,
+            model.model_id,
+            model.dimension,
+            to_blob(vectors.matrix[row]),
+            text_hash(items[row]),
+            generation,
+        )
+        for row in rows
+    ]
+
+
+def stale_rows(
+    vectors: Vectors, items: Sequence[MemoryItem], rows: Sequence[int]
+) -> list[tuple[str, str, int, str]]:
+    """``(id, model, dimension, text_hash)``: delete other models' vectors of each record
+    whose text hash differs — they were computed from a text that just changed."""
+    model = vectors.model
+    return [(items[row].id, model.model_id, model.dimension, text_hash(items[row])) for row in rows]
 
 
 def matching_rows(

@@ -28,8 +28,9 @@ from workers.memory.vectors import (
     from_blob,
     matching_rows,
     ranked_filtered_async,
+    stale_rows,
+    stored_rows,
     text_hash,
-    to_blob,
     vectors_required,
 )
 
@@ -104,23 +105,13 @@ async def store_vectors(
         f"INSERT INTO {s}.memory_vectors (id, model, dimension, vector, text_hash, gen) "
         "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id, model, dimension) DO UPDATE SET "
         "vector = excluded.vector, text_hash = excluded.text_hash, gen = excluded.gen",
-        [
-            (
-                items[row].id,
-                model.model_id,
-                model.dimension,
-                to_blob(vectors.matrix[row]),
-                text_hash(items[row]),
-                generation,
-            )
-            for row in rows
-        ],
+        stored_rows(vectors, items, rows, generation),
     )
     # Another model's vector of a text that just changed is stale: drop it (see SQLite's).
     await connection.executemany(
         f"DELETE FROM {s}.memory_vectors WHERE id = $1 AND (model != $2 OR dimension != $3) "
         "AND text_hash != $4",
-        [(items[row].id, model.model_id, model.dimension, text_hash(items[row])) for row in rows],
+        stale_rows(vectors, items, rows),
     )
     return len(rows)
 

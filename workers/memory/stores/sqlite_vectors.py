@@ -23,8 +23,9 @@ from workers.memory.vectors import (
     from_blob,
     matching_rows,
     ranked_filtered,
+    stale_rows,
+    stored_rows,
     text_hash,
-    to_blob,
     vectors_required,
 )
 
@@ -96,24 +97,14 @@ def store_vectors(
     connection.executemany(
         "INSERT OR REPLACE INTO memory_vectors (id, model, dimension, vector, text_hash, gen) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (
-                items[row].id,
-                model.model_id,
-                model.dimension,
-                to_blob(vectors.matrix[row]),
-                text_hash(items[row]),
-                generation,
-            )
-            for row in rows
-        ],
+        stored_rows(vectors, items, rows, generation),
     )
     # Another model's vector of a text that just changed is stale (a reindex in progress must
     # embed the record again): drop it.
     connection.executemany(
         "DELETE FROM memory_vectors WHERE id = ? AND (model != ? OR dimension != ?) "
         "AND text_hash != ?",
-        [(items[row].id, model.model_id, model.dimension, text_hash(items[row])) for row in rows],
+        stale_rows(vectors, items, rows),
     )
     return len(rows)
 
