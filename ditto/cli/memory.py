@@ -201,8 +201,7 @@ def _hits_table(hits: list[Any], explain: bool = False) -> Table:
 def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
     """Counts per namespace and category (live and archived), pinned records, the oldest and
     newest record, the store's size and the health of its indexes."""
-    from workers.memory import MemoryFilter, OrderBy
-    from workers.memory.records import order_key
+    from workers.memory import MemoryFilter
 
     settings = settings_or_exit(config)
 
@@ -213,9 +212,7 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
         pinned = 0
         oldest: datetime | None = None
         newest: datetime | None = None
-        everything, order, after = MemoryFilter(archived="include"), OrderBy(), None
-        while True:
-            page = await store.query(everything, order, _STATS_PAGE, after)
+        async for page in store.pages(MemoryFilter(archived="include"), _STATS_PAGE):
             for item in page:
                 group = (item.namespace, item.category)
                 counts[group] += 1
@@ -223,9 +220,6 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
                 pinned += item.pinned
                 oldest = item.created_at if oldest is None else min(oldest, item.created_at)
                 newest = item.created_at if newest is None else max(newest, item.created_at)
-            if len(page) < _STATS_PAGE:
-                break
-            after = (order_key(page[-1], order.field), page[-1].id)
         groups = [
             {"namespace": ns, "category": category, "records": count, "archived": archived[key]}
             for key, count in sorted(counts.items())

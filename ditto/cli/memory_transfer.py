@@ -39,8 +39,7 @@ def export(
 ) -> None:
     """Write every record, archived ones included (and optionally each record's history), as
     JSON lines, page by page."""
-    from workers.memory import MemoryFilter, OrderBy
-    from workers.memory.records import order_key
+    from workers.memory import MemoryFilter
 
     settings = settings_or_exit(config)
     encoder = msgspec.json.Encoder()
@@ -52,9 +51,8 @@ def export(
         try:
             with progress_bar() as progress:
                 task = progress.add_task("exporting", total=await store.count(everything))
-                order, after, count = OrderBy(), None, 0
-                while True:
-                    page = await store.query(everything, order, _EXPORT_PAGE, after)
+                count = 0
+                async for page in store.pages(everything, _EXPORT_PAGE):
                     for item in page:
                         encoder.encode_into({"type": "record", "record": item}, buffer, -1)
                         buffer.extend(b"\n")
@@ -70,9 +68,7 @@ def export(
                     buffer.clear()
                     count += len(page)
                     progress.update(task, completed=count)
-                    if len(page) < _EXPORT_PAGE:
-                        return count
-                    after = (order_key(page[-1], order.field), page[-1].id)
+                return count
         finally:
             if out is not None:
                 out.close()

@@ -29,7 +29,7 @@ from workers.memory.filters import is_visible
 from workers.memory.ports import AuditEvent, MemoryStore
 from workers.memory.records import Clock, now_from
 
-__all__ = ("OWNER_ONLY", "AccessControl", "AccessGuard", "AccessPolicy", "AclMode")
+__all__ = ("HIDDEN", "OWNER_ONLY", "AccessControl", "AccessGuard", "AccessPolicy", "AclMode")
 
 logger = logging.getLogger("ditto.workers.memory.access")
 
@@ -82,8 +82,18 @@ class AccessControl:
     @staticmethod
     def hidden(items: Sequence[MemoryItem], principal: str | None) -> list[str]:
         """Ids of the records of ``items`` that ``principal`` may not see (another principal's
-        private records), which is also what it may not write."""
+        private records)."""
         return [item.id for item in items if not _may_see(item, principal)]
+
+    async def screen(self, ctx: NodeContext, refusals: Sequence[tuple[str, str | None]]) -> None:
+        """Act on the ``(record id, reason or None)`` pairs of a write the worker is about to
+        make: each refused group goes through :meth:`refuse` (raising when enforcing)."""
+        by_reason: dict[str, list[str]] = {}
+        for item_id, reason in refusals:
+            if reason is not None:
+                by_reason.setdefault(reason, []).append(item_id)
+        for reason, ids in by_reason.items():
+            await self.refuse(ctx, ids, reason)
 
     async def refuse(
         self, ctx: NodeContext, ids: Sequence[str], reason: str, *, read: bool = False
@@ -128,36 +138,52 @@ OWNER_ONLY = "only the record's owner may change its visibility"
 
 
 class AccessGuard:
-    """Enforcement inside the store's write transaction (a
-    :class:`~workers.memory.records.WriteGuard`): the worker checks before writing too (to log
-    and audit), but only this check, on the records as the transaction reads them, leaves no
-    window for a concurrent change — a record made private, a key taken — to slip through."""
+    """The enforcement rules, in one place. The worker screens with the ``*_refusal`` methods
+    before writing (to log and audit, also when observing); the store runs the ``check_*``
+    methods inside its write transaction (a :class:`~workers.memory.records.WriteGuard`), on
+    the records as the transaction reads them, so a concurrent change — a record made private,
+    a key taken — cannot slip between check and write."""
 
     __slots__ = ("principal",)
 
     def __init__(self, principal: str | None) -> None:
         self.principal = principal
 
-    def _visible(self, stored: MemoryItem) -> None:
+    def write_refusal(self, stored: MemoryItem, draft: MemoryDraft) -> str | None:
+        """Why a draft may not land on ``stored`` (same key), or ``None``."""
         if not _may_see(stored, self.principal):
-            raise forbidden(_HIDDEN_RECORD)
+            return HIDDEN
+        if draft.visibility not in (None, stored.visibility) and stored.owner != self.principal:
+            return OWNER_ONLY
+        return None
+
+    def update_refusal(self, stored: MemoryItem, patch: MemoryPatch) -> str | None:
+        if not _may_see(stored, self.principal):
+            return HIDDEN
+        if patch.visibility is not msgspec.UNSET and stored.owner != self.principal:
+            return OWNER_ONLY
+        return None
+
+    def delete_refusal(self, stored: MemoryItem) -> str | None:
+        return None if _may_see(stored, self.principal) else HIDDEN
 
     def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
-        self._visible(stored)
-        if draft.visibility not in (None, stored.visibility) and stored.owner != self.principal:
-            raise forbidden(OWNER_ONLY)
+        _raise(self.write_refusal(stored, draft))
 
     def check_update(self, stored: MemoryItem, patch: MemoryPatch) -> None:
-        self._visible(stored)
-        if patch.visibility is not msgspec.UNSET and stored.owner != self.principal:
-            raise forbidden(OWNER_ONLY)
+        _raise(self.update_refusal(stored, patch))
 
     def check_delete(self, stored: MemoryItem) -> bool:
-        self._visible(stored)
+        _raise(self.delete_refusal(stored))
         return True
 
 
-_HIDDEN_RECORD = "the record is another principal's private record"
+HIDDEN = "private records of another principal"
+
+
+def _raise(reason: str | None) -> None:
+    if reason is not None:
+        raise forbidden(reason)
 
 
 def _may_see(item: MemoryItem, principal: str | None) -> bool:

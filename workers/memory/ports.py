@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -135,18 +135,25 @@ class MemoryStore(ABC):
     @abstractmethod
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]: ...
 
+    async def pages(
+        self, filter: MemoryFilter, size: int = 1000
+    ) -> AsyncIterator[list[MemoryItem]]:
+        """Every record matching ``filter``, oldest first, ``size`` at a time: :meth:`query`
+        with keyset pagination, so memory stays flat however many there are."""
+        order = OrderBy()
+        after: QueryPosition | None = None
+        while True:
+            page = await self.query(filter, order, size, after)
+            if page:
+                yield page
+            if len(page) < size:
+                return
+            after = (to_micros(page[-1].created_at), page[-1].id)
+
     async def count(self, filter: MemoryFilter) -> int:
         """How many records match ``filter``. The default pages through :meth:`query`; stores
         override it with a real count."""
-        order = OrderBy()
-        total, after = 0, None
-        while True:
-            page = await self.query(filter, order, 1000, after)
-            total += len(page)
-            if len(page) < 1000:
-                return total
-            last = page[-1]
-            after = (to_micros(last.created_at), last.id)
+        return sum([len(page) async for page in self.pages(filter)])
 
     async def health(self) -> dict[str, object]:
         """Index health for ``ditto memory stats`` (what a store can check cheaply); the

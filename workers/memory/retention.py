@@ -29,11 +29,10 @@ from workers.memory.contracts import (
     MemoryFilter,
     MemoryItem,
     MemoryPatch,
-    OrderBy,
 )
 from workers.memory.errors import MemoryStoreError, conflict
 from workers.memory.ports import MemoryStore
-from workers.memory.records import Clock, now_from, order_key, utc_now
+from workers.memory.records import Clock, now_from, utc_now
 
 __all__ = (
     "HygieneReport",
@@ -178,15 +177,7 @@ def _due(category: str, archived: ArchivedMode, cutoff: datetime) -> MemoryFilte
 
 
 async def _scan(store: MemoryStore, filter: MemoryFilter) -> list[MemoryItem]:
-    order = OrderBy()
-    found: list[MemoryItem] = []
-    after = None
-    while True:
-        page = await store.query(filter, order, _PAGE, after)
-        found += page
-        if len(page) < _PAGE:
-            return found
-        after = (order_key(page[-1], order.field), page[-1].id)
+    return [item async for page in store.pages(filter, _PAGE) for item in page]
 
 
 class _StillDue:

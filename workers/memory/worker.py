@@ -19,7 +19,7 @@ from ditto.contracts.jsonvalue import check_json
 from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
-from workers.memory.access import OWNER_ONLY, AccessControl, AccessGuard, AccessPolicy
+from workers.memory.access import HIDDEN, AccessControl, AccessGuard, AccessPolicy
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
     DeleteInput,
@@ -72,7 +72,6 @@ _PATCH_FIELDS = (
     "visibility",
     "archived",
 )
-_HIDDEN = "private records of another principal"
 
 
 class _BackendOutputError(DittoError):
@@ -211,7 +210,7 @@ class _MemoryNodes:
         if self.access.checks:
             hidden = self.access.hidden(items, principal)
             if hidden:
-                await self.access.refuse(ctx, hidden, _HIDDEN, read=True)
+                await self.access.refuse(ctx, hidden, HIDDEN, read=True)
                 if self.access.enforcing:
                     refused = set(hidden)
                     items = [item for item in items if item.id not in refused]
@@ -353,19 +352,16 @@ class _MemoryNodes:
         existing: dict[tuple[str, str | None], MemoryItem] = {}
         for namespace, keys in by_namespace.items():
             stored = await _backend(self.store.get([], keys, namespace))
-            hidden = self.access.hidden(stored, principal)
-            if hidden:
-                await self.access.refuse(ctx, hidden, _HIDDEN)
             existing.update(((item.namespace, item.key), item) for item in stored)
-        not_owned = [
-            existing[(draft.namespace, draft.key)].id
-            for draft in drafts
-            if (draft.namespace, draft.key) in existing
-            and draft.visibility not in (None, existing[(draft.namespace, draft.key)].visibility)
-            and existing[(draft.namespace, draft.key)].owner != principal
-        ]
-        if not_owned:
-            await self.access.refuse(ctx, not_owned, OWNER_ONLY)
+        rules = AccessGuard(principal)
+        await self.access.screen(
+            ctx,
+            [
+                (held.id, rules.write_refusal(held, draft))
+                for draft in drafts
+                if (held := existing.get((draft.namespace, draft.key))) is not None
+            ],
+        )
         default = self.access.policy.default_visibility
         return [
             msgspec.structs.replace(
@@ -401,21 +397,17 @@ class _MemoryNodes:
         if not ids:
             return UpdateOutput([])
         if self.access.checks:
-            principal = self.access.principal(ctx)
+            rules = AccessGuard(self.access.principal(ctx))
             found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
             stored = {item.id: item for item in found}
-            hidden = self.access.hidden(list(stored.values()), principal)
-            if hidden:
-                await self.access.refuse(ctx, hidden, _HIDDEN)
-            not_owned = [
-                patch.id
-                for patch in request.updates
-                if patch.visibility is not msgspec.UNSET
-                and patch.id in stored
-                and stored[patch.id].owner != principal
-            ]
-            if not_owned:
-                await self.access.refuse(ctx, not_owned, OWNER_ONLY)
+            await self.access.screen(
+                ctx,
+                [
+                    (patch.id, rules.update_refusal(stored[patch.id], patch))
+                    for patch in request.updates
+                    if patch.id in stored
+                ],
+            )
         vectors = None
         if self.embedder is not None and any(map(changes_text, request.updates)):
             vectors = await self._vectors(await self._patched(request.updates))
@@ -465,11 +457,9 @@ class _MemoryNodes:
         if not ids:
             return DeleteOutput([])
         if self.access.checks:
-            principal = self.access.principal(ctx)
+            rules = AccessGuard(self.access.principal(ctx))
             found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
-            hidden = self.access.hidden(found, principal)
-            if hidden:
-                await self.access.refuse(ctx, hidden, _HIDDEN)
+            await self.access.screen(ctx, [(item.id, rules.delete_refusal(item)) for item in found])
         deleting = self.store.delete(ids, **self._write_options(ctx, None))
         deleted = await self._stored(ctx, deleting, ids)
         requested = set(ids)

@@ -406,7 +406,7 @@ async def test_a_change_between_the_check_and_the_write_cannot_slip_through(
     governed: Governed,
 ) -> None:
     hook = Hook()
-    runtime = await governed.runtime(access=AccessPolicy("enforce"), embedder=hook)
+    runtime = await governed.runtime(access=AccessPolicy("enforce"), embedder=hook, audit=True)
 
     async def bob_takes_the_key() -> None:
         await ok(runtime, "MEMORY.WRITE", {"memories": [{"key": "t", "content": "bob's"}]}, "bob")
@@ -435,8 +435,13 @@ async def test_a_change_between_the_check_and_the_write_cannot_slip_through(
     assert await code(runtime, "MEMORY.UPDATE", edit, "alice") == "FORBIDDEN"
     (after,) = await governed.store.get([record], [], "default")
     assert (after.visibility, after.content) == ("private", "bob shares")
+    # Refused inside the store's transaction, and audited as denials all the same.
     denied = [e for e in await governed.store.audit_log(limit=100) if e.decision == "deny"]
-    assert denied == []  # audit is off here; see the audit test for deny entries
+    assert [(e.principal, e.node) for e in denied] == [
+        ("alice", "MEMORY.WRITE"),
+        ("alice", "MEMORY.UPDATE"),
+    ]
+    assert denied[1].ids == [record]
 
 
 async def test_only_the_owner_changes_visibility_also_through_upsert_and_ownerless_records(
