@@ -8,16 +8,17 @@ beside the old ones (so it can stop and resume), then the target becomes active 
 vectors go.
 
 The index is an exact top-k over a float32 matrix of unit rows (cosine = dot product, one
-``matrix @ query`` and an ``argpartition``). Stores update it incrementally as they commit; the
-SQL stores also number every vector change with a *generation* taken under the store's write
-lock, so a process picks up other processes' changes by reading what is newer than its own
-generation.
+``matrix @ query``, then a selection that block maxima narrow to a few candidates). Stores
+update it incrementally as they commit; the SQL stores also number every vector change with a
+*generation* taken under the store's write lock, so a process picks up other processes'
+changes by reading what is newer than its own generation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from ditto.errors import ErrorCode
 from workers.memory.contracts import MemoryDraft, MemoryItem
@@ -130,6 +132,10 @@ class VectorIndex:
     """Exact cosine top-k over unit vectors of one model, updated in place.
 
     Thread-safe: a lock guards changes and searches (a search holds it for one matrix product).
+
+    The matrix is kept in column-major (Fortran) order: one vector per row as usual, but stored
+    so that each *dimension* is contiguous. OpenBLAS's product over that layout measured 8%
+    faster at 10,000 x 384 and 28-35% faster at 50,000-100,000 than over row-major rows.
     """
 
     def __init__(self, model: EmbeddingModel | None = None) -> None:
@@ -140,7 +146,7 @@ class VectorIndex:
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}
         width = model.dimension if model is not None else 1
-        self._matrix: Matrix = np.zeros((0, width), dtype=np.float32)
+        self._matrix: Matrix = np.zeros((0, width), dtype=np.float32, order="F")
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -163,6 +169,7 @@ class VectorIndex:
                     grown = np.zeros(
                         (max(needed, 2 * self._matrix.shape[0], 64), matrix.shape[1]),
                         dtype=np.float32,
+                        order="F",
                     )
                     grown[:start] = self._matrix[:start]
                     self._matrix = grown
@@ -186,16 +193,59 @@ class VectorIndex:
                 self._ids.pop()
 
     def top(self, query: Matrix, k: int) -> tuple[list[str], list[float]]:
-        """The ``k`` most similar ids (best first) and their cosine similarities."""
+        """The ``k`` most similar ids (best first) and their cosine similarities; equal scores
+        rank by id, also at the cut, so every store returns the same ``k``."""
         with self.lock:
             count = len(self._ids)
             if count == 0 or k <= 0:
                 return [], []
             scores = self._matrix[:count] @ query
-            chosen = np.argpartition(-scores, k - 1)[:k] if k < count else np.arange(count)
-            # Best first; ties broken by id so every store ranks alike.
-            order = sorted(chosen.tolist(), key=lambda row: (-float(scores[row]), self._ids[row]))
+            rows = _best_rows(scores, k, self._ids)
+            order = sorted(rows, key=lambda row: (-float(scores[row]), self._ids[row]))
             return [self._ids[row] for row in order], [float(scores[row]) for row in order]
+
+
+_MAX_BLOCK = 256
+_MIN_BLOCK = 8
+
+
+def _best_rows(scores: npt.NDArray[np.float32], k: int, ids: Sequence[str]) -> list[int]:
+    """The rows of the ``k`` highest scores (in no order); ties at the cut go to the smaller id.
+
+    A full ``argpartition`` reads every score several times (about 0.1 ms per 10,000). Instead,
+    the maxima of fixed-size blocks bound the answer: the ``k`` best of those maxima are ``k``
+    distinct scores, so the ``k``-th best score overall is at least the ``k``-th best maximum,
+    and only the few scores at or above that bound are candidates — found in one vectorised
+    pass. Exact, whatever the data; it only gets slower (never wrong) when many scores tie.
+    """
+    count = len(scores)
+    if k >= count:
+        return list(range(count))
+    candidates = _candidates(scores, k)
+    values = scores[candidates]
+    if len(candidates) == k:
+        return candidates.tolist()  # type: ignore[no-any-return]
+    cut = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
+    above: list[int] = candidates[values > cut].tolist()
+    tied: list[int] = candidates[values == cut].tolist()
+    if len(above) + len(tied) > k:
+        tied = heapq.nsmallest(k - len(above), tied, key=ids.__getitem__)
+    return above + tied
+
+
+def _candidates(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    """Rows that may be among the ``k`` best: every row scoring at least the ``k``-th best
+    block maximum (all rows when blocks would be too small to prune)."""
+    count = len(scores)
+    block = min(count // (4 * k), _MAX_BLOCK)  # about 4k blocks: the bound stays tight
+    if block < _MIN_BLOCK:
+        return np.arange(count)
+    whole = count - count % block
+    bounds = scores[:whole].reshape(-1, block).max(axis=1)
+    if whole < count:  # the ragged tail's scores take part one by one
+        bounds = np.concatenate((bounds, scores[whole:]))
+    floor = np.partition(bounds, len(bounds) - k)[len(bounds) - k]
+    return np.flatnonzero(scores >= floor)
 
 
 def ranked_filtered(
