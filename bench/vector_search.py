@@ -6,7 +6,7 @@ costs nothing and only search is measured), then times, over the same queries:
 
 * **raw** — numpy brute force over the same float32 matrix (``matrix @ q`` + ``argpartition``
   + sorting the top k) followed by fetching those k records from the same SQLite file with
-  ``sqlite3`` and decoding them: the least work that answers the query with records;
+  ``sqlite3`` and decoding them: plain numpy, as one would write it;
 * **vector** — ``runtime.invoke("MEMORY.SEARCH", {"strategy": "vector"})``;
 * **hybrid** (RRF, limit 10) and its two legs as it runs them: **vector@30** and
   **keyword@30** (each hybrid leg fetches ``overfetch x limit`` = 30 candidates), each alone,
@@ -89,8 +89,10 @@ async def alternating(
     timings: dict[str, list[float]] = {name: [] for name in calls}
     gc.disable()
     try:
+        order = list(calls.items())
         for _ in range(rounds):
-            for name, call in calls.items():
+            order.append(order.pop(0))  # each call goes first in turn
+            for name, call in order:
                 for query in queries:
                     started = perf_counter()
                     await call(query)

@@ -8,6 +8,7 @@ import msgspec
 
 from workers.memory.contracts import MemoryItem
 from workers.memory.records import to_micros
+from workers.memory.stores import postgres_sql
 from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values, row_to_item
 from workers.memory.stores.sqlite_sql import COLUMNS
 
@@ -16,6 +17,10 @@ def test_rows_and_records_name_their_fields_in_one_order() -> None:
     # row_to_item builds records by position: the orders must not drift apart.
     assert tuple(field.name for field in msgspec.structs.fields(MemoryItem)) == ROW_FIELDS
     assert ", ".join(f"m.{name}" for name in ROW_FIELDS) == COLUMNS
+    # PostgreSQL reads the usage counters from their own table, in the same places.
+    postgres = [f"m.{name}" for name in ROW_FIELDS]
+    postgres[12:14] = ["coalesce(u.usage_count, 0)", "u.last_used_at"]
+    assert ", ".join(postgres) == postgres_sql.columns()
 
 
 def row_of(item: MemoryItem) -> tuple[object, ...]:

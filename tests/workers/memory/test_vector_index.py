@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workers.memory.embeddings.base import EmbeddingModel
-from workers.memory.vectors import VectorIndex
+from workers.memory.vectors import VectorIndex, _candidates
 
 DIMENSION = 4
 MODEL = EmbeddingModel("exact-eighths", DIMENSION)
@@ -62,3 +62,20 @@ def test_a_query_every_vector_ties_with_ranks_by_id() -> None:
     found, scores = index.top(np.ones(DIMENSION, dtype=np.float32), 3)
     assert found == ["r0000", "r0001", "r0002"]
     assert scores == [0.0, 0.0, 0.0]
+
+
+def test_a_repeated_id_in_one_batch_keeps_one_row_with_its_last_vector() -> None:
+    index = VectorIndex(MODEL)
+    index.upsert(["a", "b", "a"], np.eye(3, DIMENSION, dtype=np.float32))
+    assert len(index) == 2
+    found, scores = index.top(np.eye(1, DIMENSION, 2, dtype=np.float32)[0], 2)
+    assert found == ["a", "b"]
+    assert scores == [1.0, 0.0]
+
+
+def test_block_maxima_leave_few_candidates_on_spread_scores() -> None:
+    # Correctness never depends on it, so the exact test above cannot see pruning stop working;
+    # this one does (a slowdown, not a wrong answer).
+    scores = np.random.default_rng(5).normal(size=100_000).astype(np.float32)
+    for k in (1, 10, 100):
+        assert k <= len(_candidates(scores, k)) <= 20 * k
