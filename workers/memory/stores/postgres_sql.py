@@ -13,7 +13,12 @@ from typing import Any
 from ditto.errors import InvalidInputError
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.records import canonical_json, content_text, to_micros
-from workers.memory.stores.rows import GOVERNANCE_COLUMNS, governance_values, record_values
+from workers.memory.stores.rows import (
+    GOVERNANCE_COLUMNS,
+    RECORD_COLUMNS,
+    governance_values,
+    record_values,
+)
 
 __all__ = (
     "MIGRATIONS",
@@ -150,24 +155,7 @@ def _vector_steps(s: str) -> tuple[str, ...]:
     )
 
 
-COLUMN_NAMES = (
-    "id",
-    "key",
-    "namespace",
-    "content",
-    "summary",
-    "category",
-    "tags",
-    "metadata",
-    "source",
-    "created_at",
-    "updated_at",
-    "version",
-)
-"""The columns of ``memories`` a record is read from (usage comes from ``memory_usage``)."""
-
-
-STORED_COLUMNS = (*COLUMN_NAMES, *GOVERNANCE_COLUMNS, "search_text")
+STORED_COLUMNS = (*RECORD_COLUMNS, *GOVERNANCE_COLUMNS, "search_text")
 """What a write stores in ``memories``, in the order of :func:`item_values`."""
 
 
@@ -175,7 +163,7 @@ def columns() -> str:
     """A record's columns over ``records(schema)``, in the order ``row_to_item`` reads."""
     return ", ".join(
         [
-            *(f"m.{name}" for name in COLUMN_NAMES),
+            *(f"m.{name}" for name in RECORD_COLUMNS),
             "coalesce(u.usage_count, 0)",
             "u.last_used_at",
             *(f"m.{name}" for name in GOVERNANCE_COLUMNS),

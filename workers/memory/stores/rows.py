@@ -18,14 +18,35 @@ from workers.memory.records import from_micros, to_micros
 
 __all__ = (
     "GOVERNANCE_COLUMNS",
+    "RECORD_COLUMNS",
     "ROW_FIELDS",
     "governance_values",
     "record_values",
     "row_to_item",
 )
 
+RECORD_COLUMNS = (
+    "id",
+    "key",
+    "namespace",
+    "content",
+    "summary",
+    "category",
+    "tags",
+    "metadata",
+    "source",
+    "created_at",
+    "updated_at",
+    "version",
+)
+"""The columns before the usage counters, in the order of :func:`record_values`."""
+
 GOVERNANCE_COLUMNS = ("pinned", "archived_at", "owner", "visibility")
 """The columns after the usage counters, in the order above."""
+
+ROW_FIELDS = (*RECORD_COLUMNS, "usage_count", "last_used_at", *GOVERNANCE_COLUMNS)
+"""The row order above: also :class:`MemoryItem`'s field order, which :func:`row_to_item`
+relies on (a test holds the two together)."""
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -53,27 +74,6 @@ def governance_values(item: MemoryItem) -> tuple[Any, ...]:
     """A record's ``GOVERNANCE_COLUMNS`` values (``pinned`` as a boolean; SQLite stores 0/1)."""
     archived_at = None if item.archived_at is None else to_micros(item.archived_at)
     return (item.pinned, archived_at, item.owner, item.visibility)
-
-
-ROW_FIELDS = (
-    "id",
-    "key",
-    "namespace",
-    "content",
-    "summary",
-    "category",
-    "tags",
-    "metadata",
-    "source",
-    "created_at",
-    "updated_at",
-    "version",
-    "usage_count",
-    "last_used_at",
-    *GOVERNANCE_COLUMNS,
-)
-"""The row order above: also :class:`MemoryItem`'s field order, which :func:`row_to_item`
-relies on (a test holds the two together)."""
 
 
 def row_to_item(row: Any) -> MemoryItem:

@@ -14,7 +14,7 @@ from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
-from workers.memory.stores.rows import governance_values, record_values
+from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values
 
 __all__ = (
     "COLUMNS",
@@ -29,16 +29,9 @@ __all__ = (
     "where_clause",
 )
 
-INSERT_COLUMNS = (
-    "id, key, namespace, content, summary, category, tags, metadata, source, created_at, "
-    "updated_at, version, usage_count, last_used_at, pinned, archived_at, owner, visibility"
-)
+INSERT_COLUMNS = ", ".join(ROW_FIELDS)
 
-COLUMNS = (
-    "m.id, m.key, m.namespace, m.content, m.summary, m.category, m.tags, m.metadata, m.source, "
-    "m.created_at, m.updated_at, m.version, m.usage_count, m.last_used_at, m.pinned, "
-    "m.archived_at, m.owner, m.visibility"
-)
+COLUMNS = ", ".join(f"m.{name}" for name in ROW_FIELDS)
 
 RETURNING_COLUMNS = COLUMNS.replace("m.", "")
 """``COLUMNS`` without the alias, for ``RETURNING`` (which cannot name one)."""
