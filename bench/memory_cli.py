@@ -41,7 +41,7 @@ RAW_EXPORT = textwrap.dedent(
     """
     import sqlite3, sys, msgspec
     from workers.memory.stores.rows import row_to_item
-    from workers.memory.stores.sqlite_sql import COLUMNS
+    from workers.memory.stores.sqlite.sql import COLUMNS
     connection = sqlite3.connect(sys.argv[1])
     encoder = msgspec.json.Encoder()
     with open(sys.argv[2], "wb") as out:
@@ -66,8 +66,8 @@ RAW_IMPORT = textwrap.dedent(
     """
     import sqlite3, sys, msgspec
     from workers.memory.contracts import ExportLine
-    from workers.memory.stores.sqlite_schema import migrate
-    from workers.memory.stores.sqlite_sql import INSERT_COLUMNS, connect, fts_row, item_row
+    from workers.memory.stores.sqlite.schema import migrate
+    from workers.memory.stores.sqlite.sql import INSERT_COLUMNS, connect, fts_row, item_row
     connection = connect(sys.argv[1])
     migrate(connection)
     decoder = msgspec.json.Decoder(ExportLine)

@@ -53,8 +53,8 @@ from workers.memory import (
 )
 from workers.memory.records import new_item, to_micros, utc_now
 from workers.memory.search.text import query_words
-from workers.memory.stores.sqlite_search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
-from workers.memory.stores.sqlite_sql import COLUMNS, INSERT_COLUMNS, connect, fts_row, item_row
+from workers.memory.stores.sqlite.search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
+from workers.memory.stores.sqlite.sql import COLUMNS, INSERT_COLUMNS, connect, fts_row, item_row
 
 BATCH = 1_000
 SINGLE_WRITES = 500
@@ -404,7 +404,7 @@ async def measure_postgres(
     import asyncpg
 
     from workers.memory.stores.postgres import PostgresMemoryStore
-    from workers.memory.stores.postgres_sql import (
+    from workers.memory.stores.postgres.sql import (
         STORED_COLUMNS,
         Params,
         item_values,

@@ -50,7 +50,7 @@ from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.embeddings import CallableEmbedder
 from workers.memory.embeddings.base import EmbeddingModel
 from workers.memory.stores.rows import row_to_item
-from workers.memory.stores.sqlite_sql import COLUMNS
+from workers.memory.stores.sqlite.sql import COLUMNS
 from workers.memory.vectors import VectorIndex
 
 DIMENSION = 384

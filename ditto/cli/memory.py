@@ -279,7 +279,9 @@ _STATS_PAGE = 1000
 
 
 async def _vector_report(store: MemoryStore) -> dict[str, Any] | None:
-    if not store.can_store_vectors:
+    from workers.memory.ports import VectorStore
+
+    if not isinstance(store, VectorStore):
         return None
     state = await store.vector_state()
     return {
@@ -311,9 +313,11 @@ def history(
     """Every change of a record, oldest first — also after it was deleted (exit 1: none)."""
     settings = settings_or_exit(config)
 
+    from workers.memory.ports import HistoryLog, require
+
     async def read(store: MemoryStore) -> list[Any]:
         found = await store.get([], [ref], namespace)
-        return await store.history(found[0].id if found else ref)
+        return await require(store, HistoryLog).history(found[0].id if found else ref)
 
     entries = on_store(settings, read)
     if as_json:

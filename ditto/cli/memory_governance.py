@@ -88,8 +88,12 @@ def audit(
     if not settings.workers.memory.audit:
         errors.print("note: workers.memory.audit is off, so no new entries are being recorded")
 
+    from workers.memory.ports import AuditLog, require
+
     async def read(store: MemoryStore) -> list[Any]:
-        return await store.audit_log(after=after, limit=limit, principal=principal)
+        return await require(store, AuditLog).audit_log(
+            after=after, limit=limit, principal=principal
+        )
 
     entries = on_store(settings, read)
     if as_json:

@@ -40,6 +40,7 @@ def export(
     """Write every record, archived ones included (and optionally each record's history), as
     JSON lines, page by page."""
     from workers.memory import MemoryFilter
+    from workers.memory.ports import HistoryLog, require
 
     settings = settings_or_exit(config)
     encoder = msgspec.json.Encoder()
@@ -57,7 +58,7 @@ def export(
                         encoder.encode_into({"type": "record", "record": item}, buffer, -1)
                         buffer.extend(b"\n")
                         if with_history:
-                            for entry in await store.history(item.id):
+                            for entry in await require(store, HistoryLog).history(item.id):
                                 encoder.encode_into({"type": "history", "entry": entry}, buffer, -1)
                                 buffer.extend(b"\n")
                     # One write per page: flat memory, few system calls.
@@ -85,6 +86,7 @@ def import_records(
     twice changes nothing."""
     from workers.memory import HistoryEntry, MemoryItem
     from workers.memory.contracts import ExportLine
+    from workers.memory.ports import HistoryLog, RecordImport, require
 
     settings = settings_or_exit(config)
     if not file.is_file():
@@ -100,10 +102,10 @@ def import_records(
         async def store_batches() -> None:
             nonlocal records, entries, batch, history
             if batch:  # records first: a history line may follow its record in the batch
-                records += await store.restore(batch)
+                records += await require(store, RecordImport).restore(batch)
                 batch = []
             if history:
-                entries += await store.restore_history(history)
+                entries += await require(store, HistoryLog).restore_history(history)
                 history = []
 
         with progress_bar() as progress, file.open("rb") as lines:

@@ -15,19 +15,28 @@ The audit trail, when on, appends one entry per decision to the store's append-o
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
 
 from ditto.errors import InvalidInputError
 from ditto.runtime.context import NodeContext
-from workers.memory.contracts import MemoryDraft, MemoryItem, MemoryPatch, Visibility
-from workers.memory.errors import forbidden
+from workers.memory.contracts import (
+    DEFAULT_NAMESPACE,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    Visibility,
+)
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, forbidden
 from workers.memory.filters import is_visible
-from workers.memory.ports import AuditEvent, MemoryStore
+from workers.memory.ports import AuditEvent, AuditLog, MemoryStore
 from workers.memory.records import Clock, now_from
+
+T = TypeVar("T")
 
 __all__ = ("HIDDEN", "OWNER_ONLY", "AccessControl", "AccessGuard", "AccessPolicy", "AclMode")
 
@@ -57,14 +66,24 @@ class AccessPolicy:
 
 
 class AccessControl:
-    """The worker's decisions: who is calling, what they may touch, and the audit trail."""
+    """The worker's decisions, all of them: who is calling, what they may see and touch, and
+    the audit trail. The worker calls one method per node step; the store re-checks writes
+    inside its transaction with the :class:`AccessGuard` that :meth:`guard` hands it.
+
+    Raises:
+        InvalidInputError: ``audit`` on a store without an audit log.
+    """
 
     def __init__(
         self, policy: AccessPolicy, store: MemoryStore, *, audit: bool, clock: Clock
     ) -> None:
+        if audit and not isinstance(store, AuditLog):
+            raise InvalidInputError(
+                f"audit needs a store with an audit log; {type(store).__name__} has none"
+            )
         self.policy = policy
         self.store = store
-        self.audit = audit
+        self.log: AuditLog | None = store if audit and isinstance(store, AuditLog) else None
         self.clock = clock
         self.checks = policy.mode != "off"
         self.enforcing = policy.mode == "enforce"
@@ -79,11 +98,107 @@ class AccessControl:
             raise forbidden("memory access control is enforced: invoke with a principal")
         return ctx.principal
 
-    @staticmethod
-    def hidden(items: Sequence[MemoryItem], principal: str | None) -> list[str]:
-        """Ids of the records of ``items`` that ``principal`` may not see (another principal's
-        private records)."""
-        return [item.id for item in items if not _may_see(item, principal)]
+    def guard(self, ctx: NodeContext) -> AccessGuard | None:
+        """The guard a store write runs inside its transaction (when enforcing)."""
+        return AccessGuard(ctx.principal) if self.enforcing else None
+
+    def visible_filter(self, filter: MemoryFilter, principal: str | None) -> MemoryFilter:
+        """``filter`` narrowed to what the caller may see (enforcing), applied inside the
+        store and so before the limit.
+
+        Raises:
+            MemoryStoreError: ``FORBIDDEN`` when ``visible_to`` names another principal.
+        """
+        if not self.enforcing:
+            return filter
+        if filter.visible_to not in (None, principal):
+            raise forbidden("visible_to can only name the calling principal")
+        return msgspec.structs.replace(filter, visible_to=principal)
+
+    async def reads(
+        self, ctx: NodeContext, items: list[MemoryItem], principal: str | None
+    ) -> list[MemoryItem]:
+        """Apply (enforce) or report (observe) access control to the records a read returns,
+        and audit what is returned."""
+        if self.checks:
+            hidden = [item.id for item in items if not _may_see(item, principal)]
+            if hidden:
+                await self.refuse(ctx, hidden, HIDDEN, read=True)
+                if self.enforcing:
+                    refused = set(hidden)
+                    items = [item for item in items if item.id not in refused]
+        await self.record(ctx, [item.id for item in items])
+        return items
+
+    async def stamp(self, ctx: NodeContext, drafts: list[MemoryDraft]) -> list[MemoryDraft]:
+        """Drafts with the caller as owner and the default visibility for new records (when
+        access control is on); a draft naming another owner, or landing on a record the
+        caller may not write, is refused."""
+        if not self.checks:
+            return drafts
+        principal = self.principal(ctx)
+        if any(d.owner is not None and d.owner != principal for d in drafts):
+            await self.refuse(ctx, [], "a draft names another principal as its owner")
+        by_namespace: dict[str, list[str]] = {}
+        for draft in drafts:
+            if draft.key is not None:
+                by_namespace.setdefault(draft.namespace, []).append(draft.key)
+        existing: dict[tuple[str, str | None], MemoryItem] = {}
+        for namespace, keys in by_namespace.items():
+            stored = await self.store.get([], keys, namespace)
+            existing.update(((item.namespace, item.key), item) for item in stored)
+        rules = AccessGuard(principal)
+        await self.screen(
+            ctx,
+            [
+                (held.id, rules.write_refusal(held, draft))
+                for draft in drafts
+                if (held := existing.get((draft.namespace, draft.key))) is not None
+            ],
+        )
+        default = self.policy.default_visibility
+        return [
+            msgspec.structs.replace(
+                draft,
+                owner=draft.owner or principal,
+                visibility=draft.visibility
+                or (None if (draft.namespace, draft.key) in existing else default),
+            )
+            for draft in drafts
+        ]
+
+    async def screen_updates(self, ctx: NodeContext, patches: Sequence[MemoryPatch]) -> None:
+        """Refuse (enforce) or report (observe) patches the caller may not apply."""
+        if not self.checks:
+            return
+        rules = AccessGuard(self.principal(ctx))
+        found = await self.store.get([patch.id for patch in patches], [], DEFAULT_NAMESPACE)
+        stored = {item.id: item for item in found}
+        await self.screen(
+            ctx,
+            [
+                (patch.id, rules.update_refusal(stored[patch.id], patch))
+                for patch in patches
+                if patch.id in stored
+            ],
+        )
+
+    async def screen_deletes(self, ctx: NodeContext, ids: Sequence[str]) -> None:
+        """Refuse (enforce) or report (observe) deletes the caller may not make."""
+        if not self.checks:
+            return
+        rules = AccessGuard(self.principal(ctx))
+        found = await self.store.get(ids, [], DEFAULT_NAMESPACE)
+        await self.screen(ctx, [(item.id, rules.delete_refusal(item)) for item in found])
+
+    async def audited(self, ctx: NodeContext, writing: Awaitable[T], ids: Sequence[str]) -> T:
+        """Await a store write; a refusal from inside its transaction is audited too."""
+        try:
+            return await writing
+        except MemoryStoreError as exc:
+            if exc.code == MemoryErrorCode.FORBIDDEN:
+                await self.record(ctx, ids, "deny", exc.message)
+            raise
 
     async def screen(self, ctx: NodeContext, refusals: Sequence[tuple[str, str | None]]) -> None:
         """Act on the ``(record id, reason or None)`` pairs of a write the worker is about to
@@ -127,11 +242,11 @@ class AccessControl:
         detail: str | None = None,
     ) -> None:
         """Append one audit entry (when the audit trail is on)."""
-        if self.audit:
+        if self.log is not None:
             event = AuditEvent(
                 now_from(self.clock), ctx.principal, ctx.node, list(ids), decision, detail
             )
-            await self.store.append_audit([event])
+            await self.log.append_audit([event])
 
 
 OWNER_ONLY = "only the record's owner may change its visibility"

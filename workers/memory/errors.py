@@ -20,11 +20,20 @@ class MemoryErrorCode(StrEnum):
     MEMORY_BACKEND_ERROR = "MEMORY_BACKEND_ERROR"
     """A store or provider failed unexpectedly; details are in the log only."""
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
-    """The store cannot be reached, or the connection was lost mid-operation (retryable)."""
+    """The store cannot be reached or opened, or the connection or disk failed mid-operation;
+    retryable when the outage may pass (a lost connection, an I/O error), not when the store
+    cannot be opened as configured (a missing folder, no permission, a full disk)."""
+    STORE_CORRUPT = "STORE_CORRUPT"
+    """The store's file or schema is not a memory store (not a database, truncated, damaged,
+    or written by a newer version of Ditto); nothing was changed."""
+    STORE_READ_ONLY = "STORE_READ_ONLY"
+    """A change was asked of a store that can only be read (a read-only file or database);
+    nothing was changed."""
     UNSUPPORTED = "UNSUPPORTED"
     """The store does not offer this operation (for example a store that keeps no history)."""
     STORE_TIMEOUT = "STORE_TIMEOUT"
-    """The store did not answer within its statement timeout (retryable)."""
+    """The store did not answer in time: a statement timeout, or a database locked by another
+    writer past the busy timeout (retryable)."""
     EMBEDDING_MISMATCH = "EMBEDDING_MISMATCH"
     """Vectors of another embedding model (or dimension) than the store holds: it never
     compares incomparable vectors; ``reindex`` moves a store to a new model."""

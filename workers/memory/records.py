@@ -5,7 +5,7 @@ every backend behaves the same."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -21,11 +21,11 @@ from workers.memory.contracts import (
     OrderField,
     WriteMode,
 )
-from workers.memory.errors import MemoryStoreError, conflict
+from workers.memory.errors import MemoryStoreError, conflict, not_found
 
 __all__ = (
-    "CHANGE_OF_STEP",
     "Clock",
+    "UpdateStep",
     "WriteGuard",
     "WriteStep",
     "apply_patch",
@@ -39,6 +39,7 @@ __all__ = (
     "new_item",
     "now_from",
     "order_key",
+    "plan_updates",
     "plan_writes",
     "to_micros",
     "utc_now",
@@ -170,6 +171,8 @@ class WriteStep:
 
     action: Literal["insert", "replace", "keep"]
     item: MemoryItem
+    entry: HistoryEntry | None
+    """The history entry the step records (``None`` for a replay, which changes nothing)."""
 
 
 class WriteGuard(Protocol):
@@ -212,9 +215,10 @@ def plan_writes(
         if stored is not None and guard is not None:
             guard.check_write(stored, draft)  # replays too: they return the stored record
         if stored is None:
-            steps.append(WriteStep("insert", new_item(draft, now)))
+            item = new_item(draft, now)
+            steps.append(WriteStep("insert", item, history_entry(item, "create", now)))
         elif _replays(draft, stored):
-            steps.append(WriteStep("keep", stored))
+            steps.append(WriteStep("keep", stored, None))
         elif mode == "create":
             raise conflict(
                 f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
@@ -235,14 +239,47 @@ def plan_writes(
                 visibility=draft.visibility or stored.visibility,
                 archived_at=None,
             )
-            steps.append(WriteStep("replace", replaced))
+            steps.append(WriteStep("replace", replaced, history_entry(replaced, "upsert", now)))
+    return steps
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateStep:
+    """One patch of an UPDATE: the record as it leaves it, and the history entry it records."""
+
+    item: MemoryItem
+    entry: HistoryEntry
+
+
+def plan_updates(
+    patches: Sequence[MemoryPatch],
+    stored: Mapping[str, MemoryItem],
+    now: datetime,
+    guard: WriteGuard | None = None,
+) -> list[UpdateStep]:
+    """Decide every patch of an UPDATE against the records as stored (looked up by id).
+
+    Args:
+        patches: The patches, ids unique.
+        stored: The stored records by id (those the patches name that exist).
+        now: The update's time.
+        guard: Checked on each stored record before its patch applies.
+
+    Raises:
+        MemoryStoreError: ``NOT_FOUND`` for the first id not in ``stored``; what
+            :func:`apply_patch` raises. Either way nothing is planned.
+    """
+    missing = [patch.id for patch in patches if patch.id not in stored]
+    if missing:
+        raise not_found(f"no record with id {missing[0]!r}")
+    steps = []
+    for patch in patches:
+        item = apply_patch(stored[patch.id], patch, now, guard)
+        steps.append(UpdateStep(item, history_entry(item, change_of_patch(patch), now)))
     return steps
 
 
 Change = Literal["create", "upsert", "update", "archive", "delete"]
-
-CHANGE_OF_STEP: dict[str, Change] = {"insert": "create", "replace": "upsert"}
-"""The history change a write step records (``keep`` records none)."""
 
 
 def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workers.memory.embeddings.base import Embedder, EmbeddingModel, embed_texts, model_of
-from workers.memory.ports import MemoryStore
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from workers.memory.ports import MemoryStore, VectorStore
 from workers.memory.vectors import Vectors, hash_text, vector_text
 
 __all__ = ("ReindexReport", "reindex")
@@ -42,6 +43,10 @@ async def reindex(
         MemoryStoreError: ``UNSUPPORTED`` for a store without vectors; ``EMBEDDING_FAILED``
             when the embedder fails (what was stored so far is kept: run it again to resume).
     """
+    if not isinstance(store, VectorStore):
+        raise MemoryStoreError(
+            f"{type(store).__name__} keeps no vectors", code=MemoryErrorCode.UNSUPPORTED
+        )
     model = model_of(embedder)
     await store.begin_reindex(model)
     total = await store.count_missing_vectors(model)

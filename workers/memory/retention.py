@@ -30,8 +30,8 @@ from workers.memory.contracts import (
     MemoryItem,
     MemoryPatch,
 )
-from workers.memory.errors import MemoryStoreError, conflict
-from workers.memory.ports import MemoryStore
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError, conflict
+from workers.memory.ports import AuditLog, MemoryStore
 from workers.memory.records import Clock, now_from, utc_now
 
 __all__ = (
@@ -153,6 +153,11 @@ async def run_hygiene(
     audit_purged = 0
     if policy.audit_days is not None:
         audit_cutoff = now - timedelta(days=policy.audit_days)
+        if not isinstance(store, AuditLog):
+            raise MemoryStoreError(
+                f"audit retention needs a store with an audit log; {type(store).__name__} has none",
+                code=MemoryErrorCode.UNSUPPORTED,
+            )
         audit_purged = await store.purge_audit(audit_cutoff, dry_run=dry_run)
     total = len(to_archive) + len(to_purge)
     if dry_run:

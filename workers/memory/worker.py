@@ -8,6 +8,7 @@ provider output, and maps failures to stable codes. Stores only store.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,11 +16,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ditto.contracts.jsonvalue import check_json
 from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
-from workers.memory.access import HIDDEN, AccessControl, AccessGuard, AccessPolicy
+from workers.memory.access import AccessControl, AccessPolicy
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
     DeleteInput,
@@ -27,7 +27,6 @@ from workers.memory.contracts import (
     GetInput,
     GetOutput,
     MemoryDraft,
-    MemoryFilter,
     MemoryItem,
     MemoryPatch,
     QueryInput,
@@ -42,17 +41,13 @@ from workers.memory.contracts import (
 )
 from workers.memory.cursor import decode_cursor, encode_cursor
 from workers.memory.embeddings.base import Embedder, embed_texts, model_of
-from workers.memory.errors import (
-    MemoryErrorCode,
-    MemoryStoreError,
-    forbidden,
-    not_found,
-)
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 from workers.memory.filters import matches_filter
-from workers.memory.ports import MemorySearchProvider, MemoryStore
-from workers.memory.records import Clock, apply_patch, changes_text, now_from, order_key, utc_now
+from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking, VectorStore
+from workers.memory.records import Clock, changes_text, now_from, order_key, plan_updates, utc_now
 from workers.memory.retention import PeriodicHygiene, RetentionPolicy
 from workers.memory.search.hybrid import SearchEngine, SearchSettings
+from workers.memory.validation import check_input
 from workers.memory.vectors import Vectors, hash_text, vector_text
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
@@ -82,17 +77,26 @@ def _off_contract(what: str) -> _BackendOutputError:
     return _BackendOutputError(f"the memory backend returned an invalid result: {what}")
 
 
-async def _backend(operation: Awaitable[T]) -> T:
-    """Await a store or provider call, keeping coded errors and hiding everything else."""
-    try:
-        return await operation
-    except DittoError:
-        raise
-    except Exception:
-        logger.exception("memory backend operation failed")
-        raise DittoError(
-            "memory backend operation failed", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
-        ) from None
+Handler = Callable[[Any, NodeContext], Awaitable[T]]
+
+
+def _backend_boundary(handler: Handler[T]) -> Handler[T]:
+    """Keep coded errors; report anything else a store or provider raised as
+    ``MEMORY_BACKEND_ERROR`` with a fixed message (the cause goes to the log)."""
+
+    @functools.wraps(handler)
+    async def run(request: Any, ctx: NodeContext) -> T:
+        try:
+            return await handler(request, ctx)
+        except DittoError:
+            raise
+        except Exception as exc:
+            logger.exception("memory backend operation failed")
+            raise DittoError(
+                "memory backend operation failed", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
+            ) from exc
+
+    return run
 
 
 def _check_items(items: object, what: str, *, unique: bool = True) -> list[MemoryItem]:
@@ -102,51 +106,6 @@ def _check_items(items: object, what: str, *, unique: bool = True) -> list[Memor
     if unique and len(set(ids)) != len(ids):
         raise _off_contract(f"{what} repeats a record")
     return items
-
-
-_encoder = msgspec.json.Encoder()
-
-
-def _check_text(
-    request: msgspec.Struct, without_content: Callable[[], msgspec.Struct] | None = None
-) -> None:
-    """Refuse what some stores cannot keep, the same way for every store: lone surrogates and
-    values that are not JSON anywhere, and NUL characters outside content (keys, names, tags,
-    metadata and filters are database text, which in PostgreSQL cannot hold NUL).
-
-    One encode of the whole input finds surrogates and non-JSON values at C speed; the slower
-    field-by-field NUL walk runs only when the encoded input contains an escaped NUL at all.
-
-    Args:
-        request: The node input.
-        without_content: Builds the same input with its free-text fields (content, query)
-            blanked; called only when a NUL is present somewhere.
-
-    Raises:
-        MemoryStoreError: ``INVALID_INPUT`` naming the field.
-    """
-    try:
-        encoded = _encoder.encode(request)
-    except (TypeError, ValueError, RecursionError, OverflowError):
-        raise MemoryStoreError(
-            "the input holds text that is not valid Unicode or values that are not JSON"
-        ) from None
-    if b"\\u0000" not in encoded:
-        return
-    checked = request if without_content is None else without_content()
-    stack: list[tuple[str, Any]] = [("", msgspec.to_builtins(checked))]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise MemoryStoreError(f"{path or 'input'} must not contain NUL characters")
-        elif isinstance(value, dict):
-            for key, child in value.items():
-                if "\x00" in str(key):
-                    raise MemoryStoreError(f"{path or 'input'} has a key with a NUL character")
-                stack.append((f"{path}.{key}" if path else str(key), child))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(value))
 
 
 def _check_limit(name: str, value: int) -> int:
@@ -162,7 +121,7 @@ class _MemoryNodes:
         search: MemorySearchProvider,
         query_limit: int,
         search_limit: int,
-        track_usage: bool,
+        usage: UsageTracking | None,
         clock: Clock,
         access: AccessControl,
         embedder: Embedder | None,
@@ -171,7 +130,7 @@ class _MemoryNodes:
         self.search_provider = search
         self.query_limit = query_limit
         self.search_limit = search_limit
-        self.track_usage = track_usage
+        self.usage = usage
         self.clock = clock
         self.access = access
         self.hygiene: PeriodicHygiene | None = None
@@ -193,33 +152,9 @@ class _MemoryNodes:
         # else while this one was embedding is a CONFLICT, never a vector of the wrong text.
         return Vectors(self.model, matrix, tuple(map(hash_text, texts)))
 
-    def _visible_filter(self, filter: MemoryFilter, principal: str | None) -> MemoryFilter:
-        """``filter`` narrowed to what the caller may see (enforcing), inside the store and so
-        before the limit."""
-        if not self.access.enforcing:
-            return filter
-        if filter.visible_to not in (None, principal):
-            raise forbidden("visible_to can only name the calling principal")
-        return msgspec.structs.replace(filter, visible_to=principal)
-
-    async def _checked_reads(
-        self, ctx: NodeContext, items: list[MemoryItem], principal: str | None
-    ) -> list[MemoryItem]:
-        """Apply (enforce) or report (observe) access control to records a read returns, and
-        audit what is returned."""
-        if self.access.checks:
-            hidden = self.access.hidden(items, principal)
-            if hidden:
-                await self.access.refuse(ctx, hidden, HIDDEN, read=True)
-                if self.access.enforcing:
-                    refused = set(hidden)
-                    items = [item for item in items if item.id not in refused]
-        await self.access.record(ctx, [item.id for item in items])
-        return items
-
     async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
         self._start_hygiene()
-        _check_text(request)
+        check_input(request)
         principal = self.access.principal(ctx)
         ids = list(dict.fromkeys(request.ids))
         keys = list(dict.fromkeys(request.keys))
@@ -227,7 +162,7 @@ class _MemoryNodes:
             return GetOutput([])
         found = _check_items(
             # A record asked for by id and by key may come back twice; it is returned once.
-            await _backend(self.store.get(ids, keys, request.namespace)),
+            await self.store.get(ids, keys, request.namespace),
             "GET output",
             unique=False,
         )
@@ -241,16 +176,16 @@ class _MemoryNodes:
         for item in [by_id.get(item_id) for item_id in ids] + [by_key.get(key) for key in keys]:
             if item is not None and (request.include_archived or item.archived_at is None):
                 ordered.setdefault(item.id, item)
-        return GetOutput(await self._checked_reads(ctx, list(ordered.values()), principal))
+        return GetOutput(await self.access.reads(ctx, list(ordered.values()), principal))
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
         self._start_hygiene()
-        _check_text(request)
+        check_input(request)
         principal = self.access.principal(ctx)
-        filter = self._visible_filter(request.filter, principal)
+        filter = self.access.visible_filter(request.filter, principal)
         limit = request.limit or self.query_limit
         # Open first: a store that keeps its cursor key loads it when it opens.
-        await _backend(self.store.open())
+        await self.store.open()
         secret = self.store.cursor_secret
         after = (
             decode_cursor(secret, filter, request.order_by, request.cursor)
@@ -258,8 +193,7 @@ class _MemoryNodes:
             else None
         )
         items = _check_items(
-            await _backend(self.store.query(filter, request.order_by, limit + 1, after)),
-            "QUERY output",
+            await self.store.query(filter, request.order_by, limit + 1, after), "QUERY output"
         )
         if len(items) > limit + 1:
             raise _off_contract("QUERY returned more records than asked for")
@@ -269,17 +203,17 @@ class _MemoryNodes:
             last = page[-1]
             position = (order_key(last, request.order_by.field), last.id)
             next_cursor = encode_cursor(secret, filter, request.order_by, position)
-        return QueryOutput(await self._checked_reads(ctx, page, principal), next_cursor)
+        return QueryOutput(await self.access.reads(ctx, page, principal), next_cursor)
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
         self._start_hygiene()
-        _check_text(request, lambda: msgspec.structs.replace(request, query=None))
+        check_input(request)
         principal = self.access.principal(ctx)
         limit = request.limit or self.search_limit
         request = msgspec.structs.replace(
-            request, limit=limit, filter=self._visible_filter(request.filter, principal)
+            request, limit=limit, filter=self.access.visible_filter(request.filter, principal)
         )
-        hits = await _backend(self.search_provider.search(request, ctx))
+        hits = await self.search_provider.search(request, ctx)
         if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
             raise _off_contract("SEARCH output must be a list of SearchHit")
         if len(hits) > limit:
@@ -290,28 +224,19 @@ class _MemoryNodes:
                 raise _off_contract("SEARCH returned a non-finite score")
             if not matches_filter(hit.memory, request.filter):
                 raise _off_contract("SEARCH returned a record outside the filter")
-        returned = await self._checked_reads(ctx, [hit.memory for hit in hits], principal)
+        returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
         if len(returned) < len(hits):  # never when enforcing: the store filtered already
             kept = {item.id for item in returned}
             hits = [hit for hit in hits if hit.memory.id in kept]
-        if self.track_usage and hits:
-            await _backend(
-                self.store.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
-            )
+        if self.usage is not None and hits:
+            await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
         return SearchOutput(hits)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
         self._start_hygiene()
-        _check_text(
-            request,
-            lambda: WriteInput(
-                [msgspec.structs.replace(draft, content=None) for draft in request.memories]
-            ),
-        )
+        check_input(request)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
-            check_json(draft.content, f"memories[{position}].content")
-            check_json(draft.metadata, f"memories[{position}].metadata")
             if draft.key is None:
                 if request.mode == "upsert":
                     raise MemoryStoreError(f"memories[{position}]: upsert needs a key")
@@ -323,12 +248,10 @@ class _MemoryNodes:
             seen.add((draft.namespace, draft.key))
         if not request.memories:
             return WriteOutput([])
-        drafts = request.memories
-        if self.access.checks:
-            drafts = await self._stamped(ctx, drafts)
-        options = self._write_options(ctx, await self._vectors(drafts))
-        writing = self.store.write(drafts, request.mode, **options)
-        items = _check_items(await self._stored(ctx, writing, []), "WRITE output")
+        drafts = await self.access.stamp(ctx, request.memories)
+        vectors = await self._vectors(drafts)
+        writing = self.store.write(drafts, request.mode, vectors, self.access.guard(ctx))
+        items = _check_items(await self.access.audited(ctx, writing, []), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
             for item, draft in zip(items, request.memories, strict=True)
@@ -337,50 +260,9 @@ class _MemoryNodes:
         await self.access.record(ctx, [item.id for item in items])
         return WriteOutput(items)
 
-    async def _stamped(self, ctx: NodeContext, drafts: list[MemoryDraft]) -> list[MemoryDraft]:
-        """Drafts with the caller as owner and the default visibility for new records; a
-        draft naming another owner, or landing on another principal's private record, is
-        refused."""
-        principal = self.access.principal(ctx)
-        foreign = [d.owner for d in drafts if d.owner is not None and d.owner != principal]
-        if foreign:
-            await self.access.refuse(ctx, [], "a draft names another principal as its owner")
-        by_namespace: dict[str, list[str]] = {}
-        for draft in drafts:
-            if draft.key is not None:
-                by_namespace.setdefault(draft.namespace, []).append(draft.key)
-        existing: dict[tuple[str, str | None], MemoryItem] = {}
-        for namespace, keys in by_namespace.items():
-            stored = await _backend(self.store.get([], keys, namespace))
-            existing.update(((item.namespace, item.key), item) for item in stored)
-        rules = AccessGuard(principal)
-        await self.access.screen(
-            ctx,
-            [
-                (held.id, rules.write_refusal(held, draft))
-                for draft in drafts
-                if (held := existing.get((draft.namespace, draft.key))) is not None
-            ],
-        )
-        default = self.access.policy.default_visibility
-        return [
-            msgspec.structs.replace(
-                draft,
-                owner=draft.owner or principal,
-                visibility=draft.visibility
-                or (None if (draft.namespace, draft.key) in existing else default),
-            )
-            for draft in drafts
-        ]
-
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
         self._start_hygiene()
-        _check_text(
-            request,
-            lambda: UpdateInput(
-                [msgspec.structs.replace(patch, content=None) for patch in request.updates]
-            ),
-        )
+        check_input(request)
         ids = [patch.id for patch in request.updates]
         if len(set(ids)) != len(ids):
             raise MemoryStoreError("an id appears twice in one UPDATE")
@@ -390,78 +272,34 @@ class _MemoryNodes:
                     f"updates[{position}]: nothing to change (give content, summary, metadata, "
                     "tags, category, pinned, visibility or archived)"
                 )
-            if patch.content is not msgspec.UNSET:
-                check_json(patch.content, f"updates[{position}].content")
-            if patch.metadata is not msgspec.UNSET:
-                check_json(patch.metadata, f"updates[{position}].metadata")
         if not ids:
             return UpdateOutput([])
-        if self.access.checks:
-            rules = AccessGuard(self.access.principal(ctx))
-            found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
-            stored = {item.id: item for item in found}
-            await self.access.screen(
-                ctx,
-                [
-                    (patch.id, rules.update_refusal(stored[patch.id], patch))
-                    for patch in request.updates
-                    if patch.id in stored
-                ],
-            )
+        await self.access.screen_updates(ctx, request.updates)
         vectors = None
         if self.embedder is not None and any(map(changes_text, request.updates)):
             vectors = await self._vectors(await self._patched(request.updates))
-        updating = self.store.update(request.updates, **self._write_options(ctx, vectors))
-        items = _check_items(await self._stored(ctx, updating, ids), "UPDATE output")
+        updating = self.store.update(request.updates, vectors, self.access.guard(ctx))
+        items = _check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
         if [item.id for item in items] != ids:
             raise _off_contract("UPDATE must return each requested record once, in order")
         await self.access.record(ctx, ids)
         return UpdateOutput(items)
 
-    def _write_options(self, ctx: NodeContext, vectors: Vectors | None) -> dict[str, Any]:
-        """The optional arguments of a store write: only those in use, so a store written
-        before vectors and guards existed keeps working where it needs neither."""
-        options: dict[str, Any] = {}
-        if vectors is not None:
-            options["vectors"] = vectors
-        if self.access.enforcing:
-            # Checked again inside the write's transaction: nothing slips in between.
-            options["guard"] = AccessGuard(ctx.principal)
-        return options
-
-    async def _stored(self, ctx: NodeContext, writing: Awaitable[T], ids: list[str]) -> T:
-        """Await a store write; a refusal from inside its transaction is audited too."""
-        try:
-            return await _backend(writing)
-        except MemoryStoreError as exc:
-            if exc.code == MemoryErrorCode.FORBIDDEN:
-                await self.access.record(ctx, ids, "deny", exc.message)
-            raise
-
     async def _patched(self, patches: list[MemoryPatch]) -> list[MemoryItem]:
         """The records as the patches will leave them (to embed their new text first)."""
-        ids = [patch.id for patch in patches]
-        stored = {
-            item.id: item for item in await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
-        }
-        missing = [item_id for item_id in ids if item_id not in stored]
-        if missing:
-            raise not_found(f"no record with id {missing[0]!r}")
-        now = now_from(self.clock)
-        return [apply_patch(stored[patch.id], patch, now) for patch in patches]
+        found = await self.store.get([patch.id for patch in patches], [], DEFAULT_NAMESPACE)
+        steps = plan_updates(patches, {item.id: item for item in found}, now_from(self.clock))
+        return [step.item for step in steps]
 
     async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
         self._start_hygiene()
-        _check_text(request)
+        check_input(request)
         ids = list(dict.fromkeys(request.ids))
         if not ids:
             return DeleteOutput([])
-        if self.access.checks:
-            rules = AccessGuard(self.access.principal(ctx))
-            found = await _backend(self.store.get(ids, [], DEFAULT_NAMESPACE))
-            await self.access.screen(ctx, [(item.id, rules.delete_refusal(item)) for item in found])
-        deleting = self.store.delete(ids, **self._write_options(ctx, None))
-        deleted = await self._stored(ctx, deleting, ids)
+        await self.access.screen_deletes(ctx, ids)
+        deleting = self.store.delete(ids, self.access.guard(ctx))
+        deleted = await self.access.audited(ctx, deleting, ids)
         requested = set(ids)
         if (
             not isinstance(deleted, list)
@@ -479,7 +317,7 @@ def create_memory_worker(
     *,
     query_limit: int = 100,
     search_limit: int = 10,
-    track_usage: bool = True,
+    track_usage: bool | None = None,
     concurrency: int | None = None,
     clock: Clock = utc_now,
     access: AccessPolicy | None = None,
@@ -498,7 +336,9 @@ def create_memory_worker(
             with ``SEARCH_UNAVAILABLE``. CRUD always goes to ``store``.
         query_limit: QUERY page size when the request gives none (1..10000).
         search_limit: SEARCH hit count when the request gives none (1..10000).
-        track_usage: Count each SEARCH hit as a use (``usage_count``, ``last_used_at``).
+        track_usage: Count each SEARCH hit as a use (``usage_count``, ``last_used_at``):
+            ``None`` when the store has the ``UsageTracking`` capability, ``True`` always
+            (refused for a store without it), ``False`` never.
         concurrency: Most calls one replica runs at once (``None``: unlimited).
         clock: Time of usage stamps, audit entries and retention.
         access: Access control (default: off); see :mod:`workers.memory.access`.
@@ -512,7 +352,8 @@ def create_memory_worker(
 
     Raises:
         InvalidInputError: A limit is not an integer from 1 to 10000, a hygiene interval
-            without a retention policy, or ``audit`` on a store without an audit log.
+            without a retention policy, or a capability the store lacks (``audit`` without an
+            audit log, ``embedder`` without vectors, ``track_usage=True`` without usage).
     """
     if not isinstance(store, MemoryStore):
         raise InvalidInputError("store must be a MemoryStore")
@@ -525,13 +366,11 @@ def create_memory_worker(
         or not 0 < hygiene_interval_s < math.inf
     ):
         raise InvalidInputError("hygiene_interval_s needs a retention policy and a positive number")
-    if audit and type(store).append_audit is MemoryStore.append_audit:
-        raise InvalidInputError(
-            f"audit needs a store with an audit log; {type(store).__name__} has none"
-        )
+    if track_usage and not isinstance(store, UsageTracking):
+        raise InvalidInputError(f"{type(store).__name__} keeps no usage counters")
     if embedder is not None:
         model_of(embedder)  # a clear error now, not at the first write
-        if not store.can_store_vectors:
+        if not isinstance(store, VectorStore):
             raise InvalidInputError(
                 f"{type(store).__name__} keeps no vectors: it cannot take an embedder"
             )
@@ -541,7 +380,7 @@ def create_memory_worker(
         search or SearchEngine(store, embedder, search_settings),
         _check_limit("query_limit", query_limit),
         _check_limit("search_limit", search_limit),
-        track_usage,
+        store if track_usage is not False and isinstance(store, UsageTracking) else None,
         clock,
         control,
         embedder,
@@ -553,12 +392,12 @@ def create_memory_worker(
     return define_worker(
         "memory",
         {
-            "MEMORY.GET": nodes.get,
-            "MEMORY.QUERY": nodes.query,
-            "MEMORY.SEARCH": nodes.search,
-            "MEMORY.WRITE": nodes.write,
-            "MEMORY.UPDATE": nodes.update,
-            "MEMORY.DELETE": nodes.delete,
+            "MEMORY.GET": _backend_boundary(nodes.get),
+            "MEMORY.QUERY": _backend_boundary(nodes.query),
+            "MEMORY.SEARCH": _backend_boundary(nodes.search),
+            "MEMORY.WRITE": _backend_boundary(nodes.write),
+            "MEMORY.UPDATE": _backend_boundary(nodes.update),
+            "MEMORY.DELETE": _backend_boundary(nodes.delete),
         },
         concurrency=concurrency,
         dispose=None if hygiene is None else hygiene.stop,

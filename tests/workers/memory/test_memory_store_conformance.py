@@ -11,6 +11,7 @@ import pytest
 
 from ditto import ErrorCode
 from tests.workers.memory.conftest import MemoryHarness
+from workers.memory.ports import KeywordSearch
 from workers.memory import InProcessMemoryStore, MemoryDraft, MemoryErrorCode
 
 pytestmark = pytest.mark.anyio
@@ -583,7 +584,7 @@ async def test_timestamps_come_from_the_store_clock(memory: MemoryHarness) -> No
 
 
 async def test_search_unavailable_is_reported(memory: MemoryHarness) -> None:
-    assert memory.store.can_search
+    assert isinstance(memory.store, KeywordSearch)
     assert MemoryErrorCode.SEARCH_UNAVAILABLE == "SEARCH_UNAVAILABLE"
 
 

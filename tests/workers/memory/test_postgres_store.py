@@ -23,16 +23,21 @@ async def count(space: PostgresSpace) -> int:
 
 
 async def test_a_connection_killed_inside_a_batch_leaves_nothing_half_written(
-    postgres_space: PostgresSpace,
+    postgres_space: PostgresSpace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class DyingStore(PostgresMemoryStore):
-        async def _insert(self, connection: Any, rows: list[tuple[Any, ...]]) -> None:
-            await super()._insert(connection, rows)  # the rows are in, the batch not committed
-            await connection.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    from workers.memory.stores.postgres import store as store_module
+
+    real = store_module.write_batch
+
+    async def dying(connection: Any, *args: Any) -> Any:
+        written = await real(connection, *args)  # the rows are in, the batch not committed
+        await connection.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return written
 
     async with PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema) as s:
         await s.write([MemoryDraft(content="before")], "create")
-    store = DyingStore.from_url(postgres_space.url, schema=postgres_space.schema)
+    monkeypatch.setattr(store_module, "write_batch", dying)
+    store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
     try:
         async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
             result = await runtime.invoke(
@@ -67,9 +72,9 @@ async def test_a_statement_timeout_is_a_clean_error(postgres_space: PostgresSpac
                 await self.pool.execute("SELECT pg_sleep(5)")
 
         def _translated_call(self) -> Any:
-            from workers.memory.stores.postgres import _translated
+            from workers.memory.stores.postgres.errors import postgres_errors
 
-            return _translated()
+            return postgres_errors()
 
     store = SlowStore.from_url(
         postgres_space.url, schema=postgres_space.schema, statement_timeout_ms=50
@@ -126,20 +131,32 @@ def test_a_bad_schema_name_is_refused() -> None:
 
 
 async def test_an_upsert_never_overwrites_a_concurrent_update(
-    postgres_space: PostgresSpace,
+    postgres_space: PostgresSpace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import anyio
 
+    from workers.memory.stores.postgres import writes
+
     read_done = anyio.Event()
+    real_replace = writes._replace
 
-    class SlowUpsert(PostgresMemoryStore):
-        async def _replace(self, connection: Any, item: Any) -> None:
-            if item.content == "upserted":
-                read_done.set()
-                await anyio.sleep(0.2)  # the record is read and locked; an UPDATE arrives now
-            await super()._replace(connection, item)
+    async def blocked_replace(connection: Any, s: str, item: Any) -> None:
+        if item.content == "upserted" and not read_done.is_set():
+            read_done.set()
+            # The record is read and locked: hold it until the UPDATE waits for that lock.
+            # Watched from another connection: a transaction sees one snapshot of pg_locks.
+            watcher = await asyncpg.connect(postgres_space.url)
+            try:
+                while not await watcher.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"
+                ):
+                    await anyio.lowlevel.checkpoint()
+            finally:
+                await watcher.close()
+        await real_replace(connection, s, item)
 
-    store = SlowUpsert.from_url(postgres_space.url, schema=postgres_space.schema)
+    monkeypatch.setattr(writes, "_replace", blocked_replace)
+    store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
     try:
         async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
             (item,) = (

@@ -8,9 +8,9 @@ import msgspec
 
 from workers.memory.contracts import MemoryItem
 from workers.memory.records import to_micros
-from workers.memory.stores import postgres_sql
+from workers.memory.stores.postgres import sql as postgres_sql
 from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values, row_to_item
-from workers.memory.stores.sqlite_sql import COLUMNS
+from workers.memory.stores.sqlite.sql import COLUMNS
 
 
 def test_rows_and_records_name_their_fields_in_one_order() -> None:

@@ -14,14 +14,15 @@ import pytest
 
 from ditto import InvalidInputError, create_ditto
 from workers.memory import (
+    MemoryDraft,
     MemoryFilter,
     MemoryStoreError,
     OrderBy,
     SqliteMemoryStore,
     create_memory_worker,
 )
-from workers.memory.stores import sqlite as sqlite_module
-from workers.memory.stores.sqlite_schema import SCHEMA_VERSION
+from workers.memory.stores.sqlite import writes as sqlite_module
+from workers.memory.stores.sqlite.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -133,7 +134,7 @@ CRASHING_WRITER = textwrap.dedent(
     """
     import sys, time, anyio
     from workers.memory import SqliteMemoryStore, MemoryDraft
-    from workers.memory.stores import sqlite as module
+    from workers.memory.stores.sqlite import writes as module
 
     real, seen = module.fts_row, 0
     def slow(item):
@@ -156,7 +157,7 @@ CRASHING_WRITER = textwrap.dedent(
 async def test_a_process_killed_mid_batch_leaves_no_partial_batch(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     async with SqliteMemoryStore(path) as store:
-        await store.write([sqlite_module.MemoryDraft(content="before")], "create")
+        await store.write([MemoryDraft(content="before")], "create")
     child = subprocess.Popen(  # noqa: ASYNC220 - a child we kill, not one we await
         [sys.executable, "-c", CRASHING_WRITER, str(path)], stdout=subprocess.PIPE, text=True
     )
@@ -200,14 +201,14 @@ async def test_reads_and_writes_can_run_concurrently(tmp_path: Path) -> None:
 
 async def test_operations_open_the_store_lazily_and_close_is_final(tmp_path: Path) -> None:
     store = SqliteMemoryStore(tmp_path / "m.sqlite")
-    await store.write([sqlite_module.MemoryDraft(content=1)], "create")
+    await store.write([MemoryDraft(content=1)], "create")
     await store.aclose()
     with pytest.raises(MemoryStoreError, match="closed"):
         await store.query(ALL, OrderBy(), 10, None)
 
 
 def test_metadata_filter_keys_built_in_python_are_checked() -> None:
-    from workers.memory.stores.sqlite_sql import where_clause
+    from workers.memory.stores.sqlite.sql import where_clause
 
     hostile = MemoryFilter(metadata={"x\"') IS NULL OR 1=1 OR json_type(m.metadata, '$.\"x": None})
     with pytest.raises(MemoryStoreError, match="metadata filter keys"):

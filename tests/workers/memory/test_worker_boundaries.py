@@ -25,6 +25,8 @@ from workers.memory import (
 )
 from workers.memory.contracts import WriteMode
 from workers.memory.ports import QueryPosition
+from workers.memory.records import WriteGuard
+from workers.memory.vectors import Vectors
 from workers.memory.prompt_index import render_index
 from workers.memory.search.recency import recency_search
 
@@ -48,14 +50,25 @@ class CrudOnlyStore(MemoryStore):
     ) -> list[MemoryItem]:
         return await self.inner.query(filter, order, limit, after)
 
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
-        return await self.inner.write(drafts, mode)
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        return await self.inner.write(drafts, mode, vectors, guard)
 
-    async def update(self, patches: Sequence[MemoryPatch]) -> list[MemoryItem]:
-        return await self.inner.update(patches)
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        return await self.inner.update(patches, vectors, guard)
 
-    async def delete(self, ids: Sequence[str]) -> list[str]:
-        return await self.inner.delete(ids)
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        return await self.inner.delete(ids, guard)
 
 
 class BrokenStore(CrudOnlyStore):
@@ -65,8 +78,14 @@ class BrokenStore(CrudOnlyStore):
         super().__init__()
         self.mode = mode
 
-    async def write(self, drafts: Sequence[MemoryDraft], mode: WriteMode) -> list[MemoryItem]:
-        items = await super().write(drafts, mode)
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        items = await super().write(drafts, mode, vectors, guard)
         if self.mode == "raise":
             raise RuntimeError("connect failed: postgresql://admin:hunter2@db/prod")
         if self.mode == "dicts":
@@ -75,7 +94,7 @@ class BrokenStore(CrudOnlyStore):
             return items[:-1]
         return items
 
-    async def delete(self, ids: Sequence[str]) -> list[str]:
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         return ["not-requested"]
 
     async def query(

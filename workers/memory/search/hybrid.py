@@ -33,7 +33,7 @@ from ditto.runtime.context import NodeContext
 from workers.memory.contracts import MemoryItem, SearchHit, SearchInput
 from workers.memory.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.errors import MemoryStoreError, SearchUnavailableError
-from workers.memory.ports import MemoryStore
+from workers.memory.ports import KeywordSearch, MemoryStore, VectorStore
 from workers.memory.search.recency import STRATEGY as RECENT_KEYWORD
 from workers.memory.search.recency import recency_search
 
@@ -172,7 +172,7 @@ class SearchEngine:
             raise MemoryStoreError(str(exc).removeprefix("[INVALID_INPUT] ")) from None
 
     async def _keyword(self, input: SearchInput, limit: int, explain: bool) -> list[SearchHit]:
-        if not self.store.can_search:
+        if not isinstance(self.store, KeywordSearch):
             raise SearchUnavailableError()
         options = {"explain": True} if explain else {}
         request = msgspec.structs.replace(input, strategy="keyword", limit=limit, options=options)
@@ -185,6 +185,8 @@ class SearchEngine:
                 "embedder= to create_memory_worker)",
                 code="SEARCH_UNAVAILABLE",
             )
+        if not isinstance(self.store, VectorStore):  # the worker refuses this pairing first
+            raise SearchUnavailableError()
         query = await embed_texts(self.embedder, [input.query])
         ranked = await self.store.vector_search(self.model, query[0], input.filter, limit)
         return _Leg("vector", ranked)

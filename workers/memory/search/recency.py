@@ -15,8 +15,8 @@ import msgspec
 
 from ditto.runtime.context import NodeContext
 from workers.memory.contracts import SearchHit, SearchInput
-from workers.memory.errors import MemoryStoreError
-from workers.memory.ports import MemoryStore
+from workers.memory.errors import MemoryStoreError, SearchUnavailableError
+from workers.memory.ports import KeywordSearch, MemoryStore
 
 __all__ = ("STRATEGY", "RecencySearch", "recency_search")
 
@@ -38,6 +38,8 @@ class RecencySearch:
             raise MemoryStoreError(f"expected strategy {STRATEGY!r} and a text query")
         if input.options:
             raise MemoryStoreError(f"{STRATEGY!r} takes no options")
+        if not isinstance(self._store, KeywordSearch):
+            raise SearchUnavailableError()
         limit = input.limit or 10
         candidates = await self._store.search(
             msgspec.structs.replace(

@@ -29,20 +29,28 @@ from workers.memory.contracts import (
     WriteMode,
 )
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
-from workers.memory.errors import conflict, key_taken, not_found
+from workers.memory.errors import conflict, key_taken
 from workers.memory.filters import matches_filter
-from workers.memory.ports import AuditEvent, MemoryStore, QueryPosition
+from workers.memory.ports import (
+    AuditEvent,
+    AuditLog,
+    HistoryLog,
+    KeywordSearch,
+    MemoryStore,
+    QueryPosition,
+    RecordImport,
+    UsageTracking,
+    VectorStore,
+)
 from workers.memory.records import (
-    CHANGE_OF_STEP,
     Clock,
     WriteGuard,
-    apply_patch,
-    change_of_patch,
     changes_text,
     content_text,
     history_entry,
     now_from,
     order_key,
+    plan_updates,
     plan_writes,
     utc_now,
 )
@@ -69,7 +77,9 @@ _K1 = 1.2
 _B = 0.75
 
 
-class InProcessMemoryStore(MemoryStore):
+class InProcessMemoryStore(
+    MemoryStore, UsageTracking, KeywordSearch, VectorStore, HistoryLog, AuditLog, RecordImport
+):
     """Memory records in this process only: gone when it exits.
 
     Args:
@@ -171,10 +181,9 @@ class InProcessMemoryStore(MemoryStore):
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows([step.item for step in steps], vectors.hashes, skip=False)
         for step in steps:
-            if step.action != "keep":
+            if step.entry is not None:
                 self._put(step.item)
-                change = CHANGE_OF_STEP[step.action]
-                self._log(history_entry(step.item, change, step.item.updated_at))
+                self._log(step.entry)
         if vectors is not None:
             self._store_vectors(vectors, [step.item for step in steps])
         return [_copy(step.item) for step in steps]
@@ -187,17 +196,16 @@ class InProcessMemoryStore(MemoryStore):
     ) -> list[MemoryItem]:
         now = now_from(self._clock)  # read once per call, refused or not, like every store
         self._check_vectors(vectors, needed=any(map(changes_text, patches)))
-        missing = [patch.id for patch in patches if patch.id not in self._items]
-        if missing:
-            raise not_found(f"no record with id {missing[0]!r}")
-        updated = [
-            apply_patch(_copy(self._items[patch.id]), patch, now, guard) for patch in patches
-        ]
+        stored = {
+            patch.id: _copy(self._items[patch.id]) for patch in patches if patch.id in self._items
+        }
+        steps = plan_updates(patches, stored, now, guard)
+        updated = [step.item for step in steps]
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows(updated, vectors.hashes, skip=False)
-        for item, patch in zip(updated, patches, strict=True):  # all applied: all or nothing
-            self._put(item)
-            self._log(history_entry(item, change_of_patch(patch), now))
+        for step in steps:  # all planned: all or nothing
+            self._put(step.item)
+            self._log(step.entry)
         if vectors is not None:
             self._store_vectors(vectors, updated)
         return [_copy(item) for item in updated]

@@ -1,4 +1,4 @@
-"""SQL for the PostgreSQL memory store: schema migrations, filters and rows.
+"""SQL for the PostgreSQL memory store: filters, rows and the keyword query.
 
 Values always travel as ``$n`` parameters. The only text spliced into SQL is the schema name
 (validated against ``^[a-z_][a-z0-9_]{0,62}$`` and quoted) and fixed fragments from this module.
@@ -21,7 +21,6 @@ from workers.memory.stores.rows import (
 )
 
 __all__ = (
-    "MIGRATIONS",
     "STORED_COLUMNS",
     "Params",
     "columns",
@@ -43,116 +42,6 @@ def quoted_schema(schema: str) -> str:
     if not isinstance(schema, str) or not _SCHEMA.fullmatch(schema):
         raise InvalidInputError("schema must match ^[a-z_][a-z0-9_]{0,62}$")
     return f'"{schema}"'
-
-
-def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
-    """Versioned schema steps for schema ``s`` (quoted). Content, tags and metadata are JSON
-    text (exact round trips; ``jsonb`` would reorder keys and cannot hold ``\\u0000``);
-    timestamps are integer microseconds, exactly as in SQLite, so order and cursors agree."""
-    return (
-        (
-            f"""
-            CREATE TABLE {s}.memories (
-                id text COLLATE "C" PRIMARY KEY,
-                namespace text NOT NULL,
-                key text,
-                content text NOT NULL,
-                summary text,
-                category text NOT NULL,
-                tags text NOT NULL,
-                metadata text NOT NULL,
-                source text,
-                created_at bigint NOT NULL,
-                updated_at bigint NOT NULL,
-                version integer NOT NULL,
-                search_text text NOT NULL,
-                tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED
-            )
-            """,
-            f"CREATE UNIQUE INDEX memories_namespace_key ON {s}.memories (namespace, key) "
-            "WHERE key IS NOT NULL",
-            f"CREATE INDEX memories_created ON {s}.memories (created_at, id)",
-            f"CREATE INDEX memories_updated ON {s}.memories (updated_at, id)",
-            # Usage counters change on every search; in their own table those updates never
-            # rewrite a record, recompute its tsvector or grow the GIN index's pending list.
-            f"""
-            CREATE TABLE {s}.memory_usage (
-                id text COLLATE "C" PRIMARY KEY REFERENCES {s}.memories (id) ON DELETE CASCADE,
-                usage_count integer NOT NULL,
-                last_used_at bigint NOT NULL
-            )
-            """,
-            f"CREATE INDEX memory_usage_count ON {s}.memory_usage (usage_count, id)",
-            f"CREATE INDEX memory_usage_last_used ON {s}.memory_usage (last_used_at, id)",
-            f"CREATE INDEX memories_namespace_created ON {s}.memories (namespace, created_at, id)",
-            f"CREATE INDEX memories_tsv ON {s}.memories USING gin (tsv)",
-        ),
-        (
-            # Every change of a record, oldest first per record; it outlives the record.
-            f"""
-            CREATE TABLE {s}.memory_history (
-                seq bigserial PRIMARY KEY,
-                id text COLLATE "C" NOT NULL,
-                version integer NOT NULL,
-                change text NOT NULL,
-                at bigint NOT NULL,
-                record text NOT NULL
-            )
-            """,
-            f"CREATE INDEX memory_history_id ON {s}.memory_history (id, seq)",
-        ),
-        (
-            # Governance: pinning, archiving (retention), ownership and visibility (access).
-            f"ALTER TABLE {s}.memories ADD COLUMN pinned boolean NOT NULL DEFAULT false, "
-            "ADD COLUMN archived_at bigint, ADD COLUMN owner text, "
-            "ADD COLUMN visibility text NOT NULL DEFAULT 'shared'",
-            # Append-only: rows are only ever inserted, and deleted by the audit retention rule.
-            f"""
-            CREATE TABLE {s}.memory_audit (
-                seq bigserial PRIMARY KEY,
-                at bigint NOT NULL,
-                principal text,
-                node text NOT NULL,
-                ids text NOT NULL,
-                decision text NOT NULL,
-                detail text
-            )
-            """,
-            f"CREATE INDEX memory_audit_at ON {s}.memory_audit (at)",
-        ),
-        _vector_steps(s),
-    )
-
-
-def _vector_steps(s: str) -> tuple[str, ...]:
-    """Schema step 4 (vectors, see ``postgres_vectors``) for schema ``s`` (quoted)."""
-    return (
-        f"""
-        CREATE TABLE {s}.memory_vectors (
-            id text COLLATE "C" NOT NULL,
-            model text NOT NULL,
-            dimension integer NOT NULL,
-            vector bytea NOT NULL,
-            text_hash text NOT NULL,
-            gen bigint NOT NULL,
-            PRIMARY KEY (id, model, dimension)
-        )
-        """,
-        f"CREATE INDEX memory_vectors_gen ON {s}.memory_vectors (gen)",
-        f"CREATE TABLE {s}.memory_vector_tombstones (gen bigint NOT NULL, id text NOT NULL)",
-        f"CREATE INDEX memory_vector_tombstones_gen ON {s}.memory_vector_tombstones (gen)",
-        f"""
-        CREATE TABLE {s}.memory_vector_state (
-            singleton integer PRIMARY KEY CHECK (singleton = 1),
-            model text,
-            dimension integer,
-            target_model text,
-            target_dimension integer,
-            generation bigint NOT NULL
-        )
-        """,
-        f"INSERT INTO {s}.memory_vector_state (singleton, generation) VALUES (1, 0)",
-    )
 
 
 STORED_COLUMNS = (*RECORD_COLUMNS, *GOVERNANCE_COLUMNS, "search_text")

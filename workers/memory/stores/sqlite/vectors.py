@@ -14,7 +14,7 @@ from workers.memory.contracts import MemoryFilter, MemoryItem
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import conflict
 from workers.memory.stores.rows import row_to_item
-from workers.memory.stores.sqlite_sql import COLUMNS, rows_for_ids, where_clause
+from workers.memory.stores.sqlite.sql import COLUMNS, rows_for_ids, where_clause
 from workers.memory.vectors import (
     VectorIndex,
     Vectors,

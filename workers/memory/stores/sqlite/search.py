@@ -29,7 +29,7 @@ from time import monotonic
 from typing import Any
 
 from workers.memory.contracts import MemoryFilter
-from workers.memory.stores.sqlite_sql import COLUMNS, match_expression, where_clause
+from workers.memory.stores.sqlite.sql import COLUMNS, match_expression, where_clause
 
 __all__ = ("DEFAULT_BUDGET", "KeywordPlanner", "keyword_search", "prepare_connection")
 

@@ -183,10 +183,12 @@ def match_expression(words: Sequence[str]) -> str:
     return " OR ".join(fts_phrase(word) for word in words)
 
 
-def connect(path: str) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, 5 s busy timeout."""
+def connect(path: str, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, waiting up to
+    ``busy_timeout_ms`` for another connection's lock."""
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    # Before anything that may wait on a lock: switching to WAL needs one too.
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA busy_timeout = 5000")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection

@@ -18,7 +18,7 @@ import numpy as np
 from workers.memory.contracts import MemoryFilter, MemoryItem
 from workers.memory.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.errors import conflict
-from workers.memory.stores.postgres_sql import Params, columns, records, where_clause
+from workers.memory.stores.postgres.sql import Params, columns, records, where_clause
 from workers.memory.stores.rows import row_to_item
 from workers.memory.vectors import (
     VectorIndex,

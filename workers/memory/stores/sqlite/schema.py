@@ -116,18 +116,20 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 def migrate(connection: sqlite3.Connection) -> None:
     """Bring the database to :data:`SCHEMA_VERSION`, all steps in one transaction.
 
+    A store already at the current version is only read (no write lock), so a read-only file
+    opens for reading.
+
     Raises:
-        MemoryStoreError: The file was written by a newer version of Ditto.
+        MemoryStoreError: ``STORE_CORRUPT``: the file was written by a newer version of Ditto.
     """
+    if _version(connection) == SCHEMA_VERSION:
+        return
     connection.execute("BEGIN IMMEDIATE")
     try:
-        current = connection.execute("PRAGMA user_version").fetchone()[0]
-        if current > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"this memory database has schema version {current}; this version of Ditto "
-                f"knows up to {SCHEMA_VERSION}. Upgrade Ditto to open it.",
-                code=MemoryErrorCode.MEMORY_BACKEND_ERROR,
-            )
+        current = _version(connection)  # again, under the lock: another process may have won
+        if current == SCHEMA_VERSION:
+            connection.execute("COMMIT")
+            return
         for statements in _MIGRATIONS[current:]:
             for statement in statements:
                 connection.execute(statement)
@@ -139,8 +141,20 @@ def migrate(connection: sqlite3.Connection) -> None:
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
         raise
+
+
+def _version(connection: sqlite3.Connection) -> int:
+    current = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    if current > SCHEMA_VERSION:
+        raise MemoryStoreError(
+            f"this memory database has schema version {current}; this version of Ditto "
+            f"knows up to {SCHEMA_VERSION}. Upgrade Ditto to open it.",
+            code=MemoryErrorCode.STORE_CORRUPT,
+        )
+    return current
 
 
 def read_cursor_secret(connection: sqlite3.Connection) -> bytes:

@@ -1,0 +1,50 @@
+"""Ranking ports: a store's own keyword search, and the search provider strategy."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from workers.memory.contracts import SearchHit, SearchInput
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("KeywordSearch", "MemorySearchProvider")
+
+
+class KeywordSearch(ABC):
+    """Capability: the store ranks its records by keywords (BM25 or its equivalent)."""
+
+    @abstractmethod
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Rank records for ``input.query`` (strategy ``None`` or ``"keyword"``).
+
+        Words are OR-ed; user text is always data, never query syntax. ``input.filter``
+        applies before ``input.limit``. Scores are higher for better matches; with
+        ``options.explain`` each hit says how it ranked.
+
+        Args:
+            input: The validated SEARCH input, ``limit`` resolved.
+            ctx: The node context (unused by the built-in stores).
+
+        Returns:
+            At most ``input.limit`` hits, best first, ties by id.
+
+        Raises:
+            MemoryStoreError: ``INVALID_INPUT`` for another strategy, a non-text query or an
+                unknown option.
+        """
+
+
+@runtime_checkable
+class MemorySearchProvider(Protocol):
+    """A recall and ranking strategy for MEMORY.SEARCH.
+
+    A provider receives the validated input (``limit`` already resolved) and the node context,
+    and returns hits made of complete records that came from the store: it re-ranks, it never
+    invents records. It raises ``MemoryStoreError(code=INVALID_INPUT)`` for strategies or
+    options it does not support.
+    """
+
+    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit]: ...

@@ -1,0 +1,125 @@
+"""The PostgreSQL store's two logs: record history and the audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.ports import AuditEvent
+from workers.memory.records import from_micros, to_micros
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    Executor = Connection | asyncpg.Pool
+
+__all__ = (
+    "append_audit",
+    "append_history",
+    "history_of",
+    "purge_audit",
+    "read_audit",
+    "restore_history",
+)
+
+_encode = msgspec.json.encode
+_decode_item = msgspec.json.Decoder(MemoryItem).decode
+
+
+async def append_history(connection: Connection, s: str, entries: Sequence[HistoryEntry]) -> None:
+    """Append history entries inside the caller's transaction."""
+    if entries:
+        await connection.executemany(
+            f"INSERT INTO {s}.memory_history (id, version, change, at, record) "
+            "VALUES ($1, $2, $3, $4, $5)",
+            [
+                (e.id, e.version, e.change, to_micros(e.at), _encode(e.record).decode())
+                for e in entries
+            ],
+        )
+
+
+async def history_of(pool: Executor, s: str, item_id: str) -> list[HistoryEntry]:
+    rows = await pool.fetch(
+        f"SELECT record, change, at FROM {s}.memory_history WHERE id = $1 ORDER BY seq", item_id
+    )
+    entries = []
+    for row in rows:
+        item = _decode_item(row["record"])
+        entries.append(
+            HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
+        )
+    return entries
+
+
+async def restore_history(connection: Connection, s: str, entries: Sequence[HistoryEntry]) -> int:
+    """Append the entries not already held (same id, version and change); how many were."""
+    added = 0
+    for entry in entries:
+        present = await connection.fetchval(
+            f"SELECT 1 FROM {s}.memory_history WHERE id = $1 AND version = $2 AND change = $3",
+            entry.id,
+            entry.version,
+            entry.change,
+        )
+        if present is None:
+            await append_history(connection, s, [entry])
+            added += 1
+    return added
+
+
+async def append_audit(pool: Executor, s: str, events: Sequence[AuditEvent]) -> None:
+    await pool.executemany(
+        f"INSERT INTO {s}.memory_audit (at, principal, node, ids, decision, detail) "
+        "VALUES ($1, $2, $3, $4, $5, $6)",
+        [
+            (
+                to_micros(e.at),
+                e.principal,
+                e.node,
+                _encode(list(e.ids)).decode(),
+                e.decision,
+                e.detail,
+            )
+            for e in events
+        ],
+    )
+
+
+async def read_audit(
+    pool: Executor, s: str, after: int, limit: int, principal: str | None
+) -> list[AuditEntry]:
+    rows = await pool.fetch(
+        "SELECT seq, at, principal, node, ids, decision, detail "
+        f"FROM {s}.memory_audit WHERE seq > $1 "
+        "AND ($2::text IS NULL OR principal = $2) ORDER BY seq LIMIT $3",
+        after,
+        principal,
+        limit,
+    )
+    return [
+        AuditEntry(
+            row["seq"],
+            from_micros(row["at"]),
+            row["principal"],
+            row["node"],
+            msgspec.json.decode(row["ids"]),
+            row["decision"],
+            row["detail"],
+        )
+        for row in rows
+    ]
+
+
+async def purge_audit(pool: Executor, s: str, before: int, dry_run: bool) -> int:
+    sql = (
+        f"SELECT count(*) FROM {s}.memory_audit WHERE at < $1"
+        if dry_run
+        else f"WITH gone AS (DELETE FROM {s}.memory_audit WHERE at < $1 RETURNING 1) "
+        "SELECT count(*) FROM gone"
+    )
+    return int(await pool.fetchval(sql, before))

@@ -1,0 +1,436 @@
+"""``PostgresMemoryStore``: the production backend, on asyncpg (the ``postgres`` extra).
+
+Every node behaves exactly as on SQLite (the same conformance suites run on both):
+
+* **Schema** lives in its own PostgreSQL schema (``ditto`` by default). :meth:`open` applies
+  versioned migrations inside one transaction guarded by an advisory lock (``schema``).
+* **Writes** of a batch are one transaction (``writes``). Keyed drafts take a
+  transaction-scoped advisory lock per ``(namespace, key)`` before they look for the stored
+  record: concurrent writers of one key serialise instead of failing on the unique index.
+* **Keyword search** is a generated ``tsvector`` column with a GIN index, queried with
+  ``websearch_to_tsquery`` over the query's words joined by ``or`` (user text is never SQL and
+  never raw tsquery syntax) and ranked with ``ts_rank_cd``.
+* **Usage** counters are collected in memory and applied by one ``UPDATE`` for many searches:
+  when the previous one is older than ``_USAGE_INTERVAL``, first thing in the next write, on
+  :meth:`flush` and on close. Updating a row recomputes its ``tsvector`` and touches the GIN
+  index, so one statement per search would make every search a costly write.
+* **Failures** of the driver become coded store errors at one boundary (``errors``); messages
+  never contain the URL or a password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Self
+
+import asyncpg
+
+from workers.memory.contracts import (
+    AuditEntry,
+    HistoryEntry,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from workers.memory.ports import (
+    AuditEvent,
+    AuditLog,
+    HistoryLog,
+    KeywordSearch,
+    MemoryStore,
+    QueryPosition,
+    RecordImport,
+    UsageTracking,
+    VectorStore,
+)
+from workers.memory.records import Clock, WriteGuard, changes_text, now_from, to_micros, utc_now
+from workers.memory.search.keyword import explained, keyword_request
+from workers.memory.stores.postgres import logs
+from workers.memory.stores.postgres import vectors as pg_vectors
+from workers.memory.stores.postgres.errors import postgres_errors
+from workers.memory.stores.postgres.schema import migrate
+from workers.memory.stores.postgres.sql import (
+    Params,
+    columns,
+    keyword_search_sql,
+    order_clause,
+    quoted_schema,
+    records,
+    where_clause,
+)
+from workers.memory.stores.postgres.writes import (
+    delete_batch,
+    restore_batch,
+    update_batch,
+    write_batch,
+)
+from workers.memory.stores.rows import row_to_item
+from workers.memory.vectors import VectorIndex, Vectors, VectorState
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+
+__all__ = ("PoolRecipe", "PostgresMemoryStore")
+
+_USAGE_INTERVAL = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRecipe:
+    """How :meth:`PostgresMemoryStore.from_url` builds the pool the store then owns."""
+
+    url: str = field(repr=False)  # never printed: it may carry a password
+    size: int = 10
+    statement_timeout_ms: int = 30_000
+
+    async def create(self) -> asyncpg.Pool:
+        return await asyncpg.create_pool(
+            self.url,
+            min_size=1,
+            max_size=self.size,
+            server_settings={"statement_timeout": str(self.statement_timeout_ms)},
+        )
+
+
+class PostgresMemoryStore(
+    MemoryStore, UsageTracking, KeywordSearch, VectorStore, HistoryLog, AuditLog, RecordImport
+):
+    """Memory records in PostgreSQL.
+
+    Build it with :meth:`from_url` (the store owns and closes its pool), or pass a ready
+    ``asyncpg`` pool (the application owns it). Open it (``async with`` or :meth:`open`) to
+    apply migrations; operations also open it on first use.
+
+    Args:
+        pool: An ``asyncpg.Pool``, or the :class:`PoolRecipe` that ``from_url`` passes.
+        schema: The PostgreSQL schema holding the tables (created if missing).
+        clock: Source of timestamps (default: system clock, UTC).
+    """
+
+    def __init__(
+        self, pool: asyncpg.Pool | PoolRecipe, *, schema: str = "ditto", clock: Clock = utc_now
+    ) -> None:
+        super().__init__()
+        self._recipe = pool if isinstance(pool, PoolRecipe) else None
+        self._pool: asyncpg.Pool | None = None if isinstance(pool, PoolRecipe) else pool
+        self.schema = schema
+        self._s = quoted_schema(schema)
+        self._clock = clock
+        self._opened = False
+        self._pending_usage: dict[str, tuple[int, int]] = {}
+        self._usage_applied_at = 0.0
+        self._open_lock = asyncio.Lock()
+        self._index = VectorIndex()
+        self._refreshing = asyncio.Lock()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str = "ditto",
+        pool_size: int = 10,
+        statement_timeout_ms: int = 30_000,
+        clock: Clock = utc_now,
+    ) -> Self:
+        """A store with its own connection pool, created by :meth:`open` (no connection is made
+        here) and closed by :meth:`aclose`."""
+        return cls(PoolRecipe(url, pool_size, statement_timeout_ms), schema=schema, clock=clock)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise MemoryStoreError(
+                "the memory store is not open", code=MemoryErrorCode.STORE_UNAVAILABLE
+            )
+        return self._pool
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def open(self) -> None:
+        """Create the pool (``from_url``) and migrate the schema. Idempotent and safe to call
+        concurrently: one caller opens, the others wait for it."""
+        if self._opened:
+            return
+        async with self._open_lock, postgres_errors():
+            if self._pool is None and self._recipe is not None:
+                self._pool = await self._recipe.create()
+            if not self._opened:  # another caller may have opened it while this one waited
+                await self.setup()
+                self._opened = True
+
+    async def setup(self) -> None:
+        """Apply the migrations the schema lacks and load the cursor key (:meth:`open` calls
+        it).
+
+        Raises:
+            MemoryStoreError: ``STORE_CORRUPT`` for a schema written by a newer Ditto.
+        """
+        async with self.pool.acquire() as connection:
+            self.cursor_secret = await migrate(connection, self.schema, self._s)
+
+    async def aclose(self) -> None:
+        try:
+            if self._pending_usage and self._pool is not None:
+                await self.flush()
+        finally:
+            if self._recipe is not None and self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+            self._opened = False
+
+    async def _ready(self) -> asyncpg.Pool:
+        if not self._opened:
+            await self.open()
+        return self.pool
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        pool = await self._ready()
+        async with postgres_errors():
+            rows = await pool.fetch(
+                f"SELECT {columns()} FROM {records(self._s)} "
+                "WHERE m.id = ANY($1::text[]) OR (m.namespace = $2 AND m.key = ANY($3::text[]))",
+                list(ids),
+                namespace,
+                list(keys),
+            )
+        return [row_to_item(row) for row in rows]
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        pool = await self._ready()
+        params = Params()
+        where = where_clause(filter, params, self._s)
+        expression, direction, comparison = order_clause(order)
+        if after is not None:
+            last = f"({params.add(after[0])}, {params.add(after[1])})"
+            where += f" AND ({expression}, m.id) {comparison} {last}"
+        sql = (
+            f"SELECT {columns()} FROM {records(self._s)} WHERE {where} "
+            f"ORDER BY {expression} {direction}, m.id {direction} LIMIT {params.add(limit)}"
+        )
+        async with postgres_errors():
+            rows = await pool.fetch(sql, *params.values)
+        return [row_to_item(row) for row in rows]
+
+    async def count(self, filter: MemoryFilter) -> int:
+        pool = await self._ready()
+        params = Params()
+        where = where_clause(filter, params, self._s)
+        async with postgres_errors():
+            value = await pool.fetchval(
+                f"SELECT count(*) FROM {self._s}.memories m WHERE {where}", *params.values
+            )
+        return int(value)
+
+    async def health(self) -> dict[str, object]:
+        pool = await self._ready()
+        async with postgres_errors():
+            valid = await pool.fetchval(
+                "SELECT bool_and(i.indisvalid AND i.indisready) FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = "
+                "c.relnamespace WHERE n.nspname = $1 AND c.relname LIKE 'memor%'",
+                self.schema,
+            )
+            version = await pool.fetchval(
+                f"SELECT value FROM {self._s}.ditto_meta WHERE name = 'schema_version'"
+            )
+        return {"indexes_valid": bool(valid), "schema_version": int(bytes(version).decode())}
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Keyword search: ``ts_rank_cd`` over ``websearch_to_tsquery`` of the query words joined
+        by ``or``; filters before the limit; higher scores are better."""
+        words, explain = keyword_request(input, "the PostgreSQL store")
+        if not words:
+            return []
+        pool = await self._ready()
+        params = Params([" or ".join(words)])
+        sql = keyword_search_sql(self._s, input.filter, params, input.limit or 10)
+        async with postgres_errors():
+            rows = await pool.fetch(sql, *params.values)
+        hits = [SearchHit(row_to_item(row), float(row["score"])) for row in rows]
+        return explained(hits, explain)
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        pool = await self._ready()
+        now = now_from(self._clock)
+        async with postgres_errors(), pool.acquire() as connection:
+            # Pending usage first, in its own statement: a failing batch must not lose it.
+            await self._apply_usage(connection)
+            async with connection.transaction():
+                await pg_vectors.require_vectors(connection, self._s, vectors, needed=True)
+                items = await write_batch(
+                    connection, self.schema, self._s, drafts, mode, now, guard
+                )
+                if vectors is not None:
+                    await pg_vectors.store_vectors(connection, self._s, vectors, items)
+                return items
+
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        pool = await self._ready()
+        now = now_from(self._clock)
+        async with postgres_errors(), pool.acquire() as connection:
+            await self._apply_usage(connection)
+            async with connection.transaction():
+                needed = any(map(changes_text, patches))
+                await pg_vectors.require_vectors(connection, self._s, vectors, needed=needed)
+                items = await update_batch(connection, self._s, patches, now, guard)
+                if vectors is not None:
+                    await pg_vectors.store_vectors(connection, self._s, vectors, items)
+                return items
+
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        pool = await self._ready()
+        now = now_from(self._clock)
+        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+            deleted = await delete_batch(connection, self._s, ids, now, guard)
+            await pg_vectors.forget_vectors(connection, self._s, deleted)
+        return deleted
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+            await restore_batch(connection, self._s, items)
+            await pg_vectors.forget_vectors(connection, self._s, [], keep=items)  # re-embed
+        return len(items)
+
+    # ----------------------------------------------------------------- vectors
+
+    async def vector_state(self) -> VectorState:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection:
+            return (await pg_vectors.read_state(connection, self._s))[0]
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        pool = await self._ready()
+        async with postgres_errors():
+            return await pg_vectors.search_vectors(
+                pool, self._s, self._index, self._refreshing, model, query, filter, limit
+            )
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection:
+            await pg_vectors.begin_reindex(connection, self._s, model)
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection:
+            return await pg_vectors.missing_vectors(connection, self._s, model, after, limit)
+
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+            return await pg_vectors.put_vectors(connection, self._s, ids, vectors)
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+            await pg_vectors.finish_reindex(connection, self._s, model)
+
+    # ----------------------------------------------------------------- history and audit
+
+    async def history(self, id: str) -> list[HistoryEntry]:
+        pool = await self._ready()
+        async with postgres_errors():
+            return await logs.history_of(pool, self._s, id)
+
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+            return await logs.restore_history(connection, self._s, entries)
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        pool = await self._ready()
+        async with postgres_errors():
+            await logs.append_audit(pool, self._s, events)
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        pool = await self._ready()
+        async with postgres_errors():
+            return await logs.read_audit(pool, self._s, after, limit, principal)
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        pool = await self._ready()
+        async with postgres_errors():
+            return await logs.purge_audit(pool, self._s, to_micros(before), dry_run)
+
+    # ----------------------------------------------------------------- usage
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        micros = to_micros(at)
+        for item_id in ids:
+            count, last = self._pending_usage.get(item_id, (0, micros))
+            self._pending_usage[item_id] = (count + 1, max(last, micros))
+        if monotonic() - self._usage_applied_at >= _USAGE_INTERVAL:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Apply the pending usage counters now (one statement)."""
+        if not self._pending_usage:
+            return
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection:
+            await self._apply_usage(connection)
+
+    async def _apply_usage(self, connection: Connection) -> None:
+        usage, self._pending_usage = self._pending_usage, {}
+        self._usage_applied_at = monotonic()
+        if not usage:
+            return
+        try:
+            # Only for records that still exist (a deleted one may have been found a moment ago).
+            await connection.execute(
+                f"INSERT INTO {self._s}.memory_usage AS usage (id, usage_count, last_used_at) "
+                "SELECT u.id, u.uses, u.at "
+                "FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(id, uses, at) "
+                f"JOIN {self._s}.memories m ON m.id = u.id "
+                "ON CONFLICT (id) DO UPDATE SET "
+                "usage_count = usage.usage_count + excluded.usage_count, "
+                "last_used_at = greatest(usage.last_used_at, excluded.last_used_at)",
+                list(usage),
+                [count for count, _ in usage.values()],
+                [at for _, at in usage.values()],
+            )
+        except BaseException:
+            for item_id, (count, at) in usage.items():  # not stored: keep them for next time
+                pending = self._pending_usage.get(item_id, (0, at))
+                self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
+            raise

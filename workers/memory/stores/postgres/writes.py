@@ -1,0 +1,147 @@
+"""The PostgreSQL store's write transactions: each runs inside the caller's transaction, so
+records, history and vectors change together or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from workers.memory.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
+from workers.memory.errors import conflict
+from workers.memory.records import WriteGuard, history_entry, plan_updates, plan_writes, to_micros
+from workers.memory.stores.postgres import logs
+from workers.memory.stores.postgres.schema import lock_id
+from workers.memory.stores.postgres.sql import STORED_COLUMNS, columns, item_values, records
+from workers.memory.stores.rows import row_to_item
+
+if TYPE_CHECKING:
+    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+
+__all__ = ("delete_batch", "restore_batch", "update_batch", "write_batch")
+
+
+async def write_batch(
+    connection: Connection,
+    schema: str,
+    s: str,
+    drafts: Sequence[MemoryDraft],
+    mode: WriteMode,
+    now: datetime,
+    guard: WriteGuard | None,
+) -> list[MemoryItem]:
+    """WRITE: lock each key (sorted, so no deadlock), read what the keys hold, then insert,
+    replace or replay as :func:`~workers.memory.records.plan_writes` decides."""
+    keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
+    existing: dict[tuple[str, str], MemoryItem] = {}
+    if keyed:
+        # Concurrent writers of one key serialise here instead of failing on the unique index.
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
+            [lock_id(schema, namespace, key) for namespace, key in keyed],
+        )
+        # FOR UPDATE: a concurrent MEMORY.UPDATE of the same record must wait, not be
+        # overwritten by the upsert that read the record before it.
+        rows = await connection.fetch(
+            f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
+            "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
+            "AND m.key = wanted.key FOR UPDATE OF m",
+            [namespace for namespace, _ in keyed],
+            [key for _, key in keyed],
+        )
+        for row in rows:
+            item = row_to_item(row)
+            existing[(item.namespace, item.key or "")] = item
+    steps = plan_writes(drafts, mode, existing, now, guard)
+    inserts = [item_values(step.item) for step in steps if step.action == "insert"]
+    if inserts:
+        await connection.copy_records_to_table(
+            "memories", schema_name=schema, columns=list(STORED_COLUMNS), records=inserts
+        )
+    for step in steps:
+        if step.action == "replace":
+            await _replace(connection, s, step.item)
+    await logs.append_history(connection, s, [step.entry for step in steps if step.entry])
+    return [step.item for step in steps]
+
+
+async def update_batch(
+    connection: Connection,
+    s: str,
+    patches: Sequence[MemoryPatch],
+    now: datetime,
+    guard: WriteGuard | None,
+) -> list[MemoryItem]:
+    """UPDATE: lock the records (by id, so no deadlock), then patch them."""
+    rows = await connection.fetch(
+        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) "
+        "ORDER BY m.id FOR UPDATE OF m",
+        [patch.id for patch in patches],
+    )
+    steps = plan_updates(patches, {row["id"]: row_to_item(row) for row in rows}, now, guard)
+    for step in steps:
+        await _replace(connection, s, step.item)
+    await logs.append_history(connection, s, [step.entry for step in steps])
+    return [step.item for step in steps]
+
+
+async def delete_batch(
+    connection: Connection,
+    s: str,
+    ids: Sequence[str],
+    now: datetime,
+    guard: WriteGuard | None,
+) -> list[str]:
+    """DELETE: lock the records, let ``guard`` decide each, delete the rest."""
+    rows = await connection.fetch(
+        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) "
+        "ORDER BY m.id FOR UPDATE OF m",
+        list(ids),
+    )
+    found = {row["id"]: row_to_item(row) for row in rows}
+    if guard is not None:  # every check before any change: all or nothing
+        found = {key: item for key, item in found.items() if guard.check_delete(item)}
+    deleted = [item_id for item_id in ids if item_id in found]
+    await connection.execute(f"DELETE FROM {s}.memories WHERE id = ANY($1::text[])", deleted)
+    await logs.append_history(
+        connection, s, [history_entry(found[item_id], "delete", now) for item_id in deleted]
+    )
+    return deleted
+
+
+async def restore_batch(connection: Connection, s: str, items: Sequence[MemoryItem]) -> None:
+    """Import: records exactly as given (same id replaced), their usage counters too."""
+    names = ", ".join(STORED_COLUMNS)
+    marks = ", ".join(f"${n}" for n in range(1, len(STORED_COLUMNS) + 1))
+    updates = ", ".join(f"{name} = excluded.{name}" for name in STORED_COLUMNS)
+    try:
+        await connection.executemany(
+            f"INSERT INTO {s}.memories ({names}) VALUES ({marks}) "
+            f"ON CONFLICT (id) DO UPDATE SET {updates}",
+            [item_values(item) for item in items],
+        )
+    except asyncpg.exceptions.UniqueViolationError as exc:
+        raise conflict("a key in the import belongs to another record") from exc
+    ids = [item.id for item in items]
+    await connection.execute(f"DELETE FROM {s}.memory_usage WHERE id = ANY($1::text[])", ids)
+    used = [item for item in items if item.usage_count or item.last_used_at is not None]
+    if used:
+        await connection.executemany(
+            f"INSERT INTO {s}.memory_usage (id, usage_count, last_used_at) VALUES ($1, $2, $3)",
+            [
+                (item.id, item.usage_count, to_micros(item.last_used_at or item.created_at))
+                for item in used
+            ],
+        )
+
+
+async def _replace(connection: Connection, s: str, item: MemoryItem) -> None:
+    """Overwrite a stored record's fields (same id)."""
+    values = item_values(item)
+    changed = STORED_COLUMNS[3:]  # everything but id, key and namespace
+    assignments = ", ".join(f"{name} = ${n}" for n, name in enumerate(changed, start=2))
+    await connection.execute(
+        f"UPDATE {s}.memories SET {assignments} WHERE id = $1", item.id, *values[3:]
+    )

@@ -1,0 +1,111 @@
+"""The SQLite store's two logs: record history and the audit trail. Writers run inside the
+caller's transaction (on the writer thread); readers on a reader's connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.ports import AuditEvent
+from workers.memory.records import from_micros, to_micros
+
+__all__ = (
+    "append_audit",
+    "append_history",
+    "audit_rows",
+    "history_of",
+    "purge_audit",
+    "read_audit",
+    "restore_history",
+)
+
+_encode = msgspec.json.Encoder()
+_decode_item = msgspec.json.Decoder(MemoryItem).decode
+
+
+def append_history(connection: sqlite3.Connection, entries: Sequence[HistoryEntry]) -> None:
+    """Append history entries inside the caller's transaction."""
+    if entries:
+        connection.executemany(
+            "INSERT INTO memory_history (id, version, change, at, record) VALUES (?, ?, ?, ?, ?)",
+            [
+                (e.id, e.version, e.change, to_micros(e.at), _encode.encode(e.record).decode())
+                for e in entries
+            ],
+        )
+
+
+def history_of(connection: sqlite3.Connection, item_id: str) -> list[HistoryEntry]:
+    rows = connection.execute(
+        "SELECT record, change, at FROM memory_history WHERE id = ? ORDER BY seq", (item_id,)
+    )
+    entries = []
+    for record, change, at in rows:
+        item = _decode_item(record)
+        entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
+    return entries
+
+
+def restore_history(connection: sqlite3.Connection, entries: list[HistoryEntry]) -> int:
+    """Append the entries not already held (same id, version and change); how many were."""
+    added = 0
+    for entry in entries:
+        present = connection.execute(
+            "SELECT 1 FROM memory_history WHERE id = ? AND version = ? AND change = ?",
+            (entry.id, entry.version, entry.change),
+        ).fetchone()
+        if present is None:
+            append_history(connection, [entry])
+            added += 1
+    return added
+
+
+def audit_rows(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
+    """Rows for :func:`append_audit` (built on the caller's thread: events are plain data)."""
+    return [
+        (
+            to_micros(e.at),
+            e.principal,
+            e.node,
+            _encode.encode(list(e.ids)).decode(),
+            e.decision,
+            e.detail,
+        )
+        for e in events
+    ]
+
+
+def append_audit(connection: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    connection.executemany(
+        "INSERT INTO memory_audit (at, principal, node, ids, decision, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def read_audit(
+    connection: sqlite3.Connection, after: int, limit: int, principal: str | None
+) -> list[AuditEntry]:
+    sql = "SELECT seq, at, principal, node, ids, decision, detail FROM memory_audit WHERE seq > ?"
+    params: list[Any] = [after]
+    if principal is not None:
+        sql += " AND principal = ?"
+        params.append(principal)
+    rows = connection.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit])
+    return [
+        AuditEntry(seq, from_micros(at), who, node, msgspec.json.decode(ids), decision, detail)
+        for seq, at, who, node, ids, decision, detail in rows
+    ]
+
+
+def purge_audit(connection: sqlite3.Connection, before: int, dry_run: bool) -> int:
+    if dry_run:
+        (count,) = connection.execute(
+            "SELECT count(*) FROM memory_audit WHERE at < ?", (before,)
+        ).fetchone()
+        return int(count)
+    return connection.execute("DELETE FROM memory_audit WHERE at < ?", (before,)).rowcount

@@ -1,0 +1,297 @@
+"""``SqliteMemoryStore``: the embedded default — one SQLite file, no server.
+
+* **Threads** (``threads``): one writer thread runs every transaction in order, a few reader
+  threads read, each with its own connection; one hop per operation. Usage counters are
+  coalesced and applied by the writer.
+* **Transactions.** Every write is ``BEGIN IMMEDIATE`` ... ``COMMIT`` with the FTS index,
+  history and vectors kept in sync in the same transaction, so a failure or a crash mid-batch
+  leaves no partial batch.
+* **Schema** is versioned with ``PRAGMA user_version`` (``schema``); SQL is parameterised
+  (``sql``); keyword search is planned FTS5 BM25 (``search``); vectors are float32 blobs ranked
+  by the shared exact index (``vectors``).
+* **Failures** of the driver become coded store errors at one boundary (``errors``): a locked
+  database is a retryable ``STORE_TIMEOUT``; a file that is not a database, damaged, read-only
+  or a folder is ``STORE_CORRUPT``, ``STORE_READ_ONLY`` or ``STORE_UNAVAILABLE``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ditto.errors import InvalidInputError
+from workers.memory.contracts import (
+    AuditEntry,
+    HistoryEntry,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.ports import (
+    AuditEvent,
+    AuditLog,
+    HistoryLog,
+    KeywordSearch,
+    MemoryStore,
+    QueryPosition,
+    RecordImport,
+    UsageTracking,
+    VectorStore,
+)
+from workers.memory.records import (
+    Clock,
+    WriteGuard,
+    now_from,
+    to_micros,
+    utc_now,
+)
+from workers.memory.search.keyword import explained, keyword_request
+from workers.memory.stores.rows import row_to_item
+from workers.memory.stores.sqlite import logs
+from workers.memory.stores.sqlite import vectors as sqlite_vectors
+from workers.memory.stores.sqlite.search import DEFAULT_BUDGET, keyword_search
+from workers.memory.stores.sqlite.sql import COLUMNS, order_clause, rows_for_ids, where_clause
+from workers.memory.stores.sqlite.threads import SqliteThreads
+from workers.memory.stores.sqlite.writes import (
+    BY_ID,
+    BY_KEY,
+    delete_batch,
+    restore_batch,
+    update_batch,
+    write_batch,
+)
+from workers.memory.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("SqliteMemoryStore",)
+
+
+class SqliteMemoryStore(
+    MemoryStore, UsageTracking, KeywordSearch, VectorStore, HistoryLog, AuditLog, RecordImport
+):
+    """Memory records in one SQLite file.
+
+    Example::
+
+        async with SqliteMemoryStore("memory.sqlite") as store:
+            runtime = create_ditto(workers=[create_memory_worker(store)])
+
+    Args:
+        path: The database file (created if missing). ``:memory:`` is refused: memory must
+            survive the process.
+        readers: Reader threads (and connections).
+        clock: Source of timestamps (default: system clock, UTC).
+        search_budget: Postings one keyword search may rank by BM25 before frequent words are
+            left to the fill phase (see ``search``).
+        busy_timeout_ms: How long a call waits for another process's write lock before it
+            fails with a retryable ``STORE_TIMEOUT``.
+
+    Raises:
+        InvalidInputError: ``path`` is ``:memory:`` or empty, or a count is below 1.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readers: int = 4,
+        clock: Clock = utc_now,
+        search_budget: int = DEFAULT_BUDGET,
+        busy_timeout_ms: int = 5000,
+    ) -> None:
+        super().__init__()
+        text = os.fspath(path)
+        if not text or text == ":memory:" or text.startswith("file::memory:"):
+            raise InvalidInputError(
+                "SqliteMemoryStore needs a file path; use InProcessMemoryStore for memory that "
+                "may vanish with the process"
+            )
+        if readers < 1:
+            raise InvalidInputError("readers must be at least 1")
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
+            raise InvalidInputError("busy_timeout_ms must be an integer")
+        if busy_timeout_ms < 0:
+            raise InvalidInputError("busy_timeout_ms must not be negative")
+        self.path = Path(text)
+        self._clock = clock
+        self._budget = search_budget
+        self._threads = SqliteThreads(self.path, readers, busy_timeout_ms)
+        self._index = VectorIndex()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def open(self) -> None:
+        """Create the file if needed, migrate the schema and start the threads. Idempotent."""
+        self.cursor_secret = await self._threads.open()
+
+    async def aclose(self) -> None:
+        """Apply pending usage counters, stop the threads and close every connection."""
+        await self._threads.close()
+
+    async def flush(self) -> None:
+        await self._threads.flush()
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        return await self._threads.read(self._get, list(ids), list(keys), namespace)
+
+    def _get(self, ids: list[str], keys: list[str], namespace: str) -> list[MemoryItem]:
+        connection = self._threads.connection()
+        rows = rows_for_ids(connection, BY_ID, ids)
+        rows += rows_for_ids(connection, BY_KEY, keys, [namespace])
+        return [row_to_item(row) for row in rows]
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        return await self._threads.read(self._query, filter, order, limit, after)
+
+    def _query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        where, params = where_clause(filter)
+        expression, direction, comparison = order_clause(order)
+        if after is not None:
+            where += f" AND ({expression}, m.id) {comparison} (?, ?)"
+            params += [after[0], after[1]]
+        rows = self._threads.connection().execute(
+            f"SELECT {COLUMNS} FROM memories m WHERE {where} "
+            f"ORDER BY {expression} {direction}, m.id {direction} LIMIT ?",
+            [*params, limit],
+        )
+        return [row_to_item(row) for row in rows]
+
+    async def count(self, filter: MemoryFilter) -> int:
+        return await self._threads.read(self._count, filter)
+
+    def _count(self, filter: MemoryFilter) -> int:
+        where, params = where_clause(filter)
+        sql = f"SELECT count(*) FROM memories m WHERE {where}"
+        return int(self._threads.connection().execute(sql, params).fetchone()[0])
+
+    async def health(self) -> dict[str, object]:
+        return await self._threads.read(self._health)
+
+    def _health(self) -> dict[str, object]:
+        connection = self._threads.connection()
+        (records,) = connection.execute("SELECT count(*) FROM memories").fetchone()
+        (indexed,) = connection.execute("SELECT count(*) FROM memory_fts").fetchone()
+        (check,) = connection.execute("PRAGMA quick_check").fetchone()
+        return {
+            "keyword_index_rows": indexed,
+            "keyword_index_in_sync": indexed == records,
+            "integrity": check,
+            "schema_version": connection.execute("PRAGMA user_version").fetchone()[0],
+        }
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        """Keyword search (strategy ``None`` or ``"keyword"``): planned FTS5 BM25, OR semantics,
+        filters before the limit, any text safe. Scores are ``-bm25``: higher is better."""
+        words, explain = keyword_request(input, "the SQLite store")
+        if not words:
+            return []
+        hits = await self._threads.read(self._search, words, input.filter, input.limit or 10)
+        return explained(hits, explain)
+
+    def _search(self, words: list[str], filter: MemoryFilter, limit: int) -> list[SearchHit]:
+        hits = keyword_search(self._threads.planner(), words, filter, limit, self._budget)
+        return [SearchHit(row_to_item(row), score) for row, score in hits]
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        return await self._threads.write(write_batch, list(drafts), mode, now, vectors, guard)
+
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        return await self._threads.write(update_batch, list(patches), now, vectors, guard)
+
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        return await self._threads.write(delete_batch, list(ids), now_from(self._clock), guard)
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        return await self._threads.write(restore_batch, list(items))
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        self._threads.record_usage(list(ids), at)
+
+    # ----------------------------------------------------------------- vectors
+
+    async def vector_state(self) -> VectorState:
+        return await self._threads.read(
+            lambda: sqlite_vectors.read_state(self._threads.connection())[0]
+        )
+
+    async def vector_search(
+        self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
+    ) -> list[tuple[MemoryItem, float]]:
+        # On the vector thread (see VECTOR_THREAD), with that thread's own connection.
+        return await self._threads.on(
+            VECTOR_THREAD,
+            lambda: sqlite_vectors.search_vectors(
+                self._threads.connection(), self._index, model, query, filter, limit
+            ),
+        )
+
+    async def begin_reindex(self, model: EmbeddingModel) -> None:
+        await self._threads.write(sqlite_vectors.begin_reindex, model)
+
+    async def missing_vectors(
+        self, model: EmbeddingModel, after: str | None, limit: int
+    ) -> list[MemoryItem]:
+        return await self._threads.read(
+            lambda: sqlite_vectors.missing_vectors(self._threads.connection(), model, after, limit)
+        )
+
+    async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
+        return await self._threads.write(sqlite_vectors.put_vectors, list(ids), vectors)
+
+    async def finish_reindex(self, model: EmbeddingModel) -> None:
+        await self._threads.write(sqlite_vectors.finish_reindex, model)
+
+    # ----------------------------------------------------------------- history and audit
+
+    async def history(self, id: str) -> list[HistoryEntry]:
+        return await self._threads.read(lambda: logs.history_of(self._threads.connection(), id))
+
+    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
+        return await self._threads.write(logs.restore_history, list(entries))
+
+    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
+        await self._threads.write(logs.append_audit, logs.audit_rows(events))
+
+    async def audit_log(
+        self, *, after: int = 0, limit: int = 100, principal: str | None = None
+    ) -> list[AuditEntry]:
+        return await self._threads.read(
+            lambda: logs.read_audit(self._threads.connection(), after, limit, principal)
+        )
+
+    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
+        return await self._threads.write(logs.purge_audit, to_micros(before), dry_run)

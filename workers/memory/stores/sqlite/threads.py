@@ -1,0 +1,229 @@
+"""The SQLite store's threads: one writer, a few readers, each with its own connection.
+
+sqlite3 blocks, so every operation is one hop to a thread the store owns, never one per row.
+The writer runs every transaction in order (``BEGIN IMMEDIATE`` ... ``COMMIT``); WAL lets the
+readers run while it commits. Usage counters are collected in memory without waiting and
+applied by the writer — at most ``USAGE_DELAY`` seconds later, or first thing in the next
+write transaction — so a busy search path never becomes one write transaction per search.
+
+Every hop goes through :func:`~workers.memory.stores.sqlite.errors.sqlite_errors`: the one
+place driver failures become coded store errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from workers.memory.errors import MemoryStoreError
+from workers.memory.records import to_micros
+from workers.memory.stores.sqlite.errors import cannot_create, sqlite_errors
+from workers.memory.stores.sqlite.schema import migrate, read_cursor_secret
+from workers.memory.stores.sqlite.search import KeywordPlanner
+from workers.memory.stores.sqlite.sql import connect
+
+__all__ = ("USAGE_DELAY", "SqliteThreads")
+
+logger = logging.getLogger("ditto.workers.memory.sqlite")
+
+T = TypeVar("T")
+
+USAGE_DELAY = 0.05
+"""Seconds pending usage counters may wait for the writer."""
+
+_APPLY_USAGE = (
+    "UPDATE memories SET usage_count = usage_count + ?, "
+    "last_used_at = max(coalesce(last_used_at, ?), ?) WHERE id = ?"
+)
+
+
+class SqliteThreads:
+    """The connections and threads of one store file.
+
+    Args:
+        path: The database file.
+        readers: Reader threads (and connections).
+        busy_timeout_ms: How long a connection waits for another process's lock before the
+            call fails with a retryable ``STORE_TIMEOUT``.
+    """
+
+    def __init__(self, path: Path, readers: int, busy_timeout_ms: int) -> None:
+        self.path = path
+        self._readers_count = readers
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._writer: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+        self._cursor_secret: bytes | None = None
+        self._usage_lock = threading.Lock()
+        self._pending_usage: dict[str, tuple[int, int]] = {}
+        self._usage_timer: asyncio.TimerHandle | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def open(self) -> bytes:
+        """Create the file if needed, migrate the schema and start the threads (idempotent).
+
+        Returns:
+            The store's cursor key.
+        """
+        async with self._open_lock:
+            if self._closed:
+                raise MemoryStoreError("the memory store is closed")
+            if self._cursor_secret is not None:
+                return self._cursor_secret
+            writer = ThreadPoolExecutor(1, "ditto-sqlite-writer")
+            try:
+                self._cursor_secret = await self._hop(writer, self._setup)
+            except BaseException:
+                writer.shutdown(wait=True)
+                self._close_connections()
+                raise
+            self._writer = writer
+            self._readers = ThreadPoolExecutor(self._readers_count, "ditto-sqlite-reader")
+            return self._cursor_secret
+
+    def _setup(self) -> bytes:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise cannot_create(self.path, exc) from exc
+        connection = self.connection()
+        migrate(connection)
+        return read_cursor_secret(connection)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = connect(str(self.path), self._busy_timeout_ms)
+            self._local.connection = connection
+            self._local.planner = KeywordPlanner(connection)
+            with self._connections_lock:
+                self._connections.append(connection)
+        return connection
+
+    def planner(self) -> KeywordPlanner:
+        """This thread's keyword planner (it caches term statistics per connection)."""
+        self.connection()
+        planner: KeywordPlanner = self._local.planner
+        return planner
+
+    async def close(self) -> None:
+        """Apply pending usage counters, stop the threads and close every connection."""
+        await self.flush()
+        async with self._open_lock:
+            self._closed = True
+            writer, readers = self._writer, self._readers
+            self._writer = self._readers = None
+        for executor in (readers, writer):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, True)
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+
+    # ----------------------------------------------------------------- hops
+
+    async def _hop(self, executor: Executor, function: Callable[..., T], *args: Any) -> T:
+        with sqlite_errors(self.path):
+            return await asyncio.wrap_future(executor.submit(function, *args))
+
+    async def read(self, function: Callable[..., T], *args: Any) -> T:
+        """Run ``function(*args)`` on a reader thread (it calls :meth:`connection`)."""
+        if self._readers is None:
+            await self.open()
+        assert self._readers is not None
+        return await self._hop(self._readers, function, *args)
+
+    async def on(self, executor: Executor, function: Callable[[], T]) -> T:
+        """Run ``function`` on another executor's thread, with that thread's connection."""
+        if self._readers is None:
+            await self.open()
+        return await self._hop(executor, function)
+
+    async def write(self, function: Callable[..., T], *args: Any) -> T:
+        """Run ``function(connection, *args)`` in one write transaction on the writer."""
+        if self._writer is None:
+            await self.open()
+        assert self._writer is not None
+        return await self._hop(self._writer, self._transaction, function, *args)
+
+    def _transaction(self, function: Callable[..., T], *args: Any) -> T:
+        connection = self.connection()
+        with self._usage_lock:
+            usage, self._pending_usage = self._pending_usage, {}
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                if usage:
+                    connection.executemany(
+                        _APPLY_USAGE,
+                        [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
+                    )
+                result = function(connection, *args)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except BaseException:
+            self._keep_usage(usage)  # not stored: keep the counters for next time
+            raise
+        return result
+
+    # ----------------------------------------------------------------- usage
+
+    def record_usage(self, ids: list[str], at: datetime) -> None:
+        """Count a use of each id; the writer applies the counters soon (see module doc)."""
+        micros = to_micros(at)
+        with self._usage_lock:
+            for item_id in ids:
+                count, last = self._pending_usage.get(item_id, (0, micros))
+                self._pending_usage[item_id] = (count + 1, max(last, micros))
+        if self._usage_timer is None and not self._closed:
+            loop = asyncio.get_running_loop()
+            self._usage_timer = loop.call_later(USAGE_DELAY, self._apply_usage_soon)
+
+    def _keep_usage(self, usage: dict[str, tuple[int, int]]) -> None:
+        with self._usage_lock:
+            for item_id, (count, at) in usage.items():
+                pending = self._pending_usage.get(item_id, (0, at))
+                self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
+
+    def _apply_usage_soon(self) -> None:
+        self._usage_timer = None
+        if self._writer is not None:
+            self._writer.submit(self._transaction, _nothing).add_done_callback(_log_failure)
+
+    async def flush(self) -> None:
+        """Apply pending usage counters now."""
+        if self._usage_timer is not None:
+            self._usage_timer.cancel()
+            self._usage_timer = None
+        if self._writer is not None:
+            await self._hop(self._writer, self._transaction, _nothing)
+
+
+def _nothing(connection: sqlite3.Connection) -> None:
+    """A transaction that only applies pending usage counters."""
+
+
+def _log_failure(future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("recording memory usage failed", exc_info=future.exception())

@@ -1,0 +1,154 @@
+"""The SQLite store's write transactions. Each runs on the writer thread inside one
+``BEGIN IMMEDIATE`` transaction (see ``threads``): records, keyword index, history and vectors
+change together or not at all."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from workers.memory.contracts import HistoryEntry, MemoryDraft, MemoryItem, MemoryPatch, WriteMode
+from workers.memory.errors import key_taken
+from workers.memory.records import (
+    WriteGuard,
+    changes_text,
+    history_entry,
+    plan_updates,
+    plan_writes,
+)
+from workers.memory.stores.rows import row_to_item
+from workers.memory.stores.sqlite import logs
+from workers.memory.stores.sqlite import vectors as sqlite_vectors
+from workers.memory.stores.sqlite.sql import (
+    COLUMNS,
+    INSERT_COLUMNS,
+    RETURNING_COLUMNS,
+    fts_row,
+    item_row,
+    rows_for_ids,
+)
+from workers.memory.vectors import Vectors
+
+__all__ = ("BY_ID", "BY_KEY", "delete_batch", "restore_batch", "update_batch", "write_batch")
+
+BY_ID = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
+BY_KEY = f"SELECT {COLUMNS} FROM memories m WHERE m.key IN ({{marks}}) AND m.namespace = ?"
+_INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_INSERT_FTS = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
+_REPLACE = (
+    "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
+    "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
+    "visibility = ? WHERE id = ? RETURNING seq"
+)
+
+
+def write_batch(
+    connection: sqlite3.Connection,
+    drafts: list[MemoryDraft],
+    mode: WriteMode,
+    now: datetime,
+    vectors: Vectors | None,
+    guard: WriteGuard | None,
+) -> list[MemoryItem]:
+    sqlite_vectors.require_vectors(connection, vectors, needed=True)
+    by_namespace: dict[str, list[str]] = {}
+    for draft in drafts:
+        if draft.key is not None:
+            by_namespace.setdefault(draft.namespace, []).append(draft.key)
+    existing: dict[tuple[str, str], MemoryItem] = {}
+    for namespace, keys in by_namespace.items():
+        for row in rows_for_ids(connection, BY_KEY, keys, [namespace]):
+            item = row_to_item(row)
+            existing[(item.namespace, item.key or "")] = item
+    steps = plan_writes(drafts, mode, existing, now, guard)
+    inserts = [step.item for step in steps if step.action == "insert"]
+    if inserts:
+        connection.executemany(_INSERT, [item_row(item) for item in inserts])
+        first_seq = connection.execute("SELECT last_insert_rowid()").fetchone()[0]
+        # executemany in one transaction assigns consecutive rowids to a table that only
+        # this writer inserts into, so the batch's seqs end at last_insert_rowid().
+        start = first_seq - len(inserts) + 1
+        connection.executemany(
+            _INSERT_FTS,
+            [(start + offset, *fts_row(item)) for offset, item in enumerate(inserts)],
+        )
+    for step in steps:
+        if step.action == "replace":
+            _replace(connection, step.item)
+    logs.append_history(connection, [step.entry for step in steps if step.entry])
+    if vectors is not None:
+        sqlite_vectors.store_vectors(connection, vectors, [step.item for step in steps])
+    return [step.item for step in steps]
+
+
+def update_batch(
+    connection: sqlite3.Connection,
+    patches: list[MemoryPatch],
+    now: datetime,
+    vectors: Vectors | None,
+    guard: WriteGuard | None,
+) -> list[MemoryItem]:
+    needed = any(map(changes_text, patches))
+    sqlite_vectors.require_vectors(connection, vectors, needed=needed)
+    rows = rows_for_ids(connection, BY_ID, [patch.id for patch in patches])
+    steps = plan_updates(patches, {row[0]: row_to_item(row) for row in rows}, now, guard)
+    for step in steps:
+        _replace(connection, step.item)
+    logs.append_history(connection, [step.entry for step in steps])
+    updated = [step.item for step in steps]
+    if vectors is not None:
+        sqlite_vectors.store_vectors(connection, vectors, updated)
+    return updated
+
+
+def delete_batch(
+    connection: sqlite3.Connection,
+    ids: list[str],
+    now: datetime,
+    guard: WriteGuard | None,
+) -> list[str]:
+    if guard is not None:  # every check before any change: all or nothing
+        rows = rows_for_ids(connection, BY_ID, ids)
+        allowed = {row[0] for row in rows if guard.check_delete(row_to_item(row))}
+        ids = [item_id for item_id in ids if item_id in allowed]
+    deleted: list[str] = []
+    entries: list[HistoryEntry] = []
+    for item_id in ids:
+        row = connection.execute(
+            f"DELETE FROM memories WHERE id = ? RETURNING seq, {RETURNING_COLUMNS}",
+            (item_id,),
+        ).fetchone()
+        if row is not None:
+            connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+            entries.append(history_entry(row_to_item(row[1:]), "delete", now))
+            deleted.append(item_id)
+    logs.append_history(connection, entries)
+    sqlite_vectors.forget_vectors(connection, deleted)
+    return deleted
+
+
+def _replace(connection: sqlite3.Connection, item: MemoryItem) -> None:
+    """Overwrite a stored record's fields (same id) and its keyword index entry."""
+    row: tuple[Any, ...] = item_row(item)
+    (seq,) = connection.execute(
+        _REPLACE, (*row[3:9], row[10], row[11], *row[14:18], item.id)
+    ).fetchone()
+    connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
+    connection.execute(_INSERT_FTS, (seq, *fts_row(item)))
+
+
+def restore_batch(connection: sqlite3.Connection, items: list[MemoryItem]) -> int:
+    for item in items:
+        row = connection.execute("SELECT seq FROM memories WHERE id = ?", (item.id,)).fetchone()
+        if row is not None:  # replaced in place: drop the old row and its index entry
+            connection.execute("DELETE FROM memories WHERE seq = ?", (row[0],))
+            connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+        try:
+            connection.execute(_INSERT, item_row(item))
+        except sqlite3.IntegrityError as exc:
+            raise key_taken(item.namespace, item.key) from exc
+        (seq,) = connection.execute("SELECT last_insert_rowid()").fetchone()
+        connection.execute(_INSERT_FTS, (seq, *fts_row(item)))
+    sqlite_vectors.forget_vectors(connection, [], keep=items)  # a changed text needs a new vector
+    return len(items)

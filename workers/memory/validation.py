@@ -1,0 +1,100 @@
+"""One validation walk over a MEMORY input, the same for every store.
+
+The runtime has already converted the input to its contract (types, required fields). What a
+type cannot say is checked here, in a single pass over the input's values:
+
+* text must be valid Unicode (no lone surrogates) — a store cannot encode it;
+* free-form values (content, metadata, options) must be JSON: no NaN or infinity (JSON has
+  none; msgspec would write ``null``), only string object keys, only JSON types;
+* NUL characters only in free text (content and the search query): keys, names, tags,
+  metadata and filters are database text, which in PostgreSQL cannot hold NUL;
+* nesting at most :data:`MAX_DEPTH` levels deep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from workers.memory.errors import MemoryStoreError
+
+__all__ = ("FREE_TEXT", "MAX_DEPTH", "check_input")
+
+MAX_DEPTH = 64
+"""Most levels of nesting an input may have (the node input itself is level 0)."""
+
+FREE_TEXT = frozenset({"content", "query"})
+"""Fields whose text (at any depth) may hold NUL characters."""
+
+_Where = tuple[Any, str | int] | None
+"""A value's place in the input, as a chain ``(parent place, field or index)``; spelled out
+only when a value is refused, so the walk formats nothing on the way."""
+
+
+def check_input(request: msgspec.Struct, free_text: Collection[str] = FREE_TEXT) -> None:
+    """Refuse, once and for every store, what a store could not keep faithfully.
+
+    Args:
+        request: A node input, already converted to its contract type.
+        free_text: Names of fields whose text may hold NUL characters.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` naming the field (never echoing the value).
+    """
+    stack: list[tuple[Any, _Where, int, bool]] = [(request, None, 0, False)]
+    while stack:
+        value, where, depth, nul_ok = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, where, nul_ok)
+        elif isinstance(value, bool | int) or value is None:
+            continue
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise _refused(where, "contains a non-finite number (NaN or infinity)")
+        elif depth >= MAX_DEPTH:
+            raise _refused(where, f"is nested more than {MAX_DEPTH} levels deep")
+        elif isinstance(value, dict):
+            for key, child in value.items():
+                if not isinstance(key, str):
+                    raise _refused(where, "has a non-string object key")
+                _check_text(key, where, nul_ok)
+                stack.append((child, (where, key), depth + 1, nul_ok))
+        elif isinstance(value, list | tuple):
+            stack.extend(
+                (child, (where, index), depth + 1, nul_ok) for index, child in enumerate(value)
+            )
+        elif isinstance(value, msgspec.Struct):
+            for name in value.__struct_fields__:
+                child = getattr(value, name)
+                # Typed fields the contract converted (times, unset patch fields) are fine here;
+                # inside free-form values they are not JSON and fall through to the refusal.
+                if child is not msgspec.UNSET and not isinstance(child, datetime):
+                    stack.append((child, (where, name), depth + 1, nul_ok or name in free_text))
+        else:
+            raise _refused(where, f"contains a {type(value).__name__}, which is not JSON")
+
+
+def _check_text(text: str, where: _Where, nul_ok: bool) -> None:
+    if not nul_ok and "\x00" in text:
+        raise _refused(where, "must not contain NUL characters")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _refused(where, "contains text that is not valid Unicode") from None
+
+
+def _refused(where: _Where, problem: str) -> MemoryStoreError:
+    return MemoryStoreError(f"{_spell(where)} {problem}")
+
+
+def _spell(where: _Where) -> str:
+    parts: list[str] = []
+    while where is not None:
+        where, step = where
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return "".join(reversed(parts)).removeprefix(".") or "input"
