@@ -24,7 +24,8 @@ __all__ = (
 )
 
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)
+"""Messages on standard error: one line each whatever the terminal's width (scripts grep them)."""
 
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2

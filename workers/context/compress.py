@@ -126,8 +126,8 @@ async def validate_compressed(
         context = msgspec.convert(
             msgspec.to_builtins(output) if isinstance(output, msgspec.Struct) else output, Context
         )
-    except (msgspec.ValidationError, TypeError):
-        raise invalid("is not a context") from None
+    except (msgspec.ValidationError, TypeError) as exc:
+        raise invalid("is not a context") from exc
     ids = [item.id for item in context.items]
     if len(set(ids)) != len(ids):
         raise invalid("repeats an item id")

@@ -103,10 +103,10 @@ class ContextOperations:
                 content = await resolver.resolve(bare_reference, ctx)
                 try:
                     size = inline_bytes(content)
-                except ContextError:
+                except ContextError as exc:
                     raise _provider_output(
                         "the resolver returned content that is not JSON"
-                    ) from None
+                    ) from exc
                 if size > self.policy.max_inline_bytes:
                     raise ContextError(
                         ContextErrorCode.INLINE_LIMIT_EXCEEDED,
@@ -233,8 +233,8 @@ def _as_item(candidate: Any) -> ContextItem:
             ContextItem,
         )
         js_json(item.content, sort_keys=False)
-    except (msgspec.ValidationError, TypeError, ContextError):
-        raise _provider_output("a selector returned something that is not a context item") from None
+    except (msgspec.ValidationError, TypeError, ContextError) as exc:
+        raise _provider_output("a selector returned something that is not a context item") from exc
     return item
 
 

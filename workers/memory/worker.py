@@ -8,18 +8,18 @@ provider output, and maps failures to stable codes. Stores only store.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import msgspec
 
-from ditto.errors import DittoError, InvalidInputError
+from ditto.errors import InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
 from workers.memory.access import AccessControl, AccessPolicy
+from workers.memory.boundary import backend_boundary, check_items, off_contract
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
     DeleteInput,
@@ -41,7 +41,7 @@ from workers.memory.contracts import (
 )
 from workers.memory.cursor import decode_cursor, encode_cursor
 from workers.memory.embeddings.base import Embedder, embed_texts, model_of
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from workers.memory.errors import MemoryStoreError
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking, VectorStore
 from workers.memory.records import Clock, changes_text, now_from, order_key, plan_updates, utc_now
@@ -67,45 +67,6 @@ _PATCH_FIELDS = (
     "visibility",
     "archived",
 )
-
-
-class _BackendOutputError(DittoError):
-    default_code = MemoryErrorCode.INVALID_BACKEND_OUTPUT
-
-
-def _off_contract(what: str) -> _BackendOutputError:
-    return _BackendOutputError(f"the memory backend returned an invalid result: {what}")
-
-
-Handler = Callable[[Any, NodeContext], Awaitable[T]]
-
-
-def _backend_boundary(handler: Handler[T]) -> Handler[T]:
-    """Keep coded errors; report anything else a store or provider raised as
-    ``MEMORY_BACKEND_ERROR`` with a fixed message (the cause goes to the log)."""
-
-    @functools.wraps(handler)
-    async def run(request: Any, ctx: NodeContext) -> T:
-        try:
-            return await handler(request, ctx)
-        except DittoError:
-            raise
-        except Exception as exc:
-            logger.exception("memory backend operation failed")
-            raise DittoError(
-                "memory backend operation failed", code=MemoryErrorCode.MEMORY_BACKEND_ERROR
-            ) from exc
-
-    return run
-
-
-def _check_items(items: object, what: str, *, unique: bool = True) -> list[MemoryItem]:
-    if not isinstance(items, list) or not all(isinstance(item, MemoryItem) for item in items):
-        raise _off_contract(f"{what} must be a list of MemoryItem")
-    ids = [item.id for item in items]
-    if unique and len(set(ids)) != len(ids):
-        raise _off_contract(f"{what} repeats a record")
-    return items
 
 
 def _check_limit(name: str, value: int) -> int:
@@ -160,7 +121,7 @@ class _MemoryNodes:
         keys = list(dict.fromkeys(request.keys))
         if not ids and not keys:
             return GetOutput([])
-        found = _check_items(
+        found = check_items(
             # A record asked for by id and by key may come back twice; it is returned once.
             await self.store.get(ids, keys, request.namespace),
             "GET output",
@@ -192,11 +153,11 @@ class _MemoryNodes:
             if request.cursor is not None
             else None
         )
-        items = _check_items(
+        items = check_items(
             await self.store.query(filter, request.order_by, limit + 1, after), "QUERY output"
         )
         if len(items) > limit + 1:
-            raise _off_contract("QUERY returned more records than asked for")
+            raise off_contract("QUERY returned more records than asked for")
         page = items[:limit]
         next_cursor = None
         if len(items) > limit:
@@ -215,15 +176,15 @@ class _MemoryNodes:
         )
         hits = await self.search_provider.search(request, ctx)
         if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
-            raise _off_contract("SEARCH output must be a list of SearchHit")
+            raise off_contract("SEARCH output must be a list of SearchHit")
         if len(hits) > limit:
-            raise _off_contract("SEARCH returned more hits than the limit")
-        _check_items([hit.memory for hit in hits], "SEARCH output")
+            raise off_contract("SEARCH returned more hits than the limit")
+        check_items([hit.memory for hit in hits], "SEARCH output")
         for hit in hits:
             if hit.score is not None and not math.isfinite(hit.score):
-                raise _off_contract("SEARCH returned a non-finite score")
+                raise off_contract("SEARCH returned a non-finite score")
             if not matches_filter(hit.memory, request.filter):
-                raise _off_contract("SEARCH returned a record outside the filter")
+                raise off_contract("SEARCH returned a record outside the filter")
         returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
         if len(returned) < len(hits):  # never when enforcing: the store filtered already
             kept = {item.id for item in returned}
@@ -251,12 +212,12 @@ class _MemoryNodes:
         drafts = await self.access.stamp(ctx, request.memories)
         vectors = await self._vectors(drafts)
         writing = self.store.write(drafts, request.mode, vectors, self.access.guard(ctx))
-        items = _check_items(await self.access.audited(ctx, writing, []), "WRITE output")
+        items = check_items(await self.access.audited(ctx, writing, []), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
             for item, draft in zip(items, request.memories, strict=True)
         ):
-            raise _off_contract("WRITE must return one record per draft, in order")
+            raise off_contract("WRITE must return one record per draft, in order")
         await self.access.record(ctx, [item.id for item in items])
         return WriteOutput(items)
 
@@ -279,9 +240,9 @@ class _MemoryNodes:
         if self.embedder is not None and any(map(changes_text, request.updates)):
             vectors = await self._vectors(await self._patched(request.updates))
         updating = self.store.update(request.updates, vectors, self.access.guard(ctx))
-        items = _check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
+        items = check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
         if [item.id for item in items] != ids:
-            raise _off_contract("UPDATE must return each requested record once, in order")
+            raise off_contract("UPDATE must return each requested record once, in order")
         await self.access.record(ctx, ids)
         return UpdateOutput(items)
 
@@ -306,7 +267,7 @@ class _MemoryNodes:
             or not all(isinstance(item_id, str) and item_id in requested for item_id in deleted)
             or len(set(deleted)) != len(deleted)
         ):
-            raise _off_contract("DELETE must return unique ids from the request")
+            raise off_contract("DELETE must return unique ids from the request")
         await self.access.record(ctx, deleted)
         return DeleteOutput(deleted)
 
@@ -392,12 +353,12 @@ def create_memory_worker(
     return define_worker(
         "memory",
         {
-            "MEMORY.GET": _backend_boundary(nodes.get),
-            "MEMORY.QUERY": _backend_boundary(nodes.query),
-            "MEMORY.SEARCH": _backend_boundary(nodes.search),
-            "MEMORY.WRITE": _backend_boundary(nodes.write),
-            "MEMORY.UPDATE": _backend_boundary(nodes.update),
-            "MEMORY.DELETE": _backend_boundary(nodes.delete),
+            "MEMORY.GET": backend_boundary(nodes.get),
+            "MEMORY.QUERY": backend_boundary(nodes.query),
+            "MEMORY.SEARCH": backend_boundary(nodes.search),
+            "MEMORY.WRITE": backend_boundary(nodes.write),
+            "MEMORY.UPDATE": backend_boundary(nodes.update),
+            "MEMORY.DELETE": backend_boundary(nodes.delete),
         },
         concurrency=concurrency,
         dispose=None if hygiene is None else hygiene.stop,

@@ -1,11 +1,17 @@
 """Memory test harness: one table of store factories that every conformance test runs against.
 
-A later store joins the suite by adding one entry to ``STORE_FACTORIES``.
+A later store joins the suite by adding one entry to ``STORE_FACTORIES``. A test that uses a
+store (``memory``, ``open_store``, ``store_kind``) runs once per store that has the
+capabilities it declares with ``@pytest.mark.requires(*ports)`` (module- or test-level, the
+union counts): ``requires(MemoryStore)`` is the core alone, ``requires(KeywordSearch)`` adds
+keyword search. Stores lacking one are left out of its parametrization (they are not skipped).
+A test that declares nothing needs every capability, so the core-only ``crud-only`` store runs
+only tests that say they need no more than the core.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,10 +23,19 @@ from ditto import Ditto, NodeResult, create_ditto
 from tests.services import PostgresSpace
 from workers.memory import (
     InProcessMemoryStore,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
     MemoryStore,
+    OrderBy,
     SqliteMemoryStore,
     create_memory_worker,
 )
+from workers.memory.contracts import WriteMode
+from workers.memory.ports import CAPABILITIES, QueryPosition
+from workers.memory.records import Clock, WriteGuard, utc_now
+from workers.memory.vectors import Vectors
 
 
 @dataclass
@@ -34,6 +49,45 @@ class TickingClock:
         return self.now
 
 
+class CrudOnlyStore(MemoryStore):
+    """A store with the core port only (no capability at all), backed by the in-process
+    reference."""
+
+    def __init__(self, *, clock: Clock = utc_now) -> None:
+        super().__init__()
+        self.inner = InProcessMemoryStore(clock=clock)
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        return await self.inner.get(ids, keys, namespace)
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        return await self.inner.query(filter, order, limit, after)
+
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        return await self.inner.write(drafts, mode, vectors, guard)
+
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        return await self.inner.update(patches, vectors, guard)
+
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        return await self.inner.delete(ids, guard)
+
+
 @dataclass
 class StoreEnv:
     """What a store factory may use: a private folder, the test clock, a private schema."""
@@ -43,7 +97,21 @@ class StoreEnv:
     postgres: PostgresSpace | None = None
 
 
-StoreFactory = Callable[[StoreEnv], Awaitable[MemoryStore]]
+@dataclass(frozen=True)
+class StoreFactory:
+    """Opens one kind of store (call it with a :class:`StoreEnv`), and names its class, whose
+    capabilities decide which tests it runs."""
+
+    open: Callable[[StoreEnv], Awaitable[MemoryStore]]
+    store_type: Callable[[], type[MemoryStore]]
+    """The store's class; a callable because PostgreSQL's driver is an optional extra."""
+
+    async def __call__(self, env: StoreEnv) -> MemoryStore:
+        return await self.open(env)
+
+
+async def _crud_only(env: StoreEnv) -> MemoryStore:
+    return CrudOnlyStore(clock=env.clock)
 
 
 async def _inprocess(env: StoreEnv) -> MemoryStore:
@@ -54,6 +122,12 @@ async def _sqlite(env: StoreEnv) -> MemoryStore:
     store = SqliteMemoryStore(env.tmp_path / "memory.sqlite", clock=env.clock)
     await store.open()
     return store
+
+
+def _postgres_type() -> type[MemoryStore]:
+    from workers.memory.stores.postgres import PostgresMemoryStore
+
+    return PostgresMemoryStore
 
 
 async def _postgres(env: StoreEnv) -> MemoryStore:
@@ -68,12 +142,54 @@ async def _postgres(env: StoreEnv) -> MemoryStore:
 
 
 STORE_FACTORIES: dict[str, StoreFactory] = {
-    "inprocess": _inprocess,
-    "sqlite": _sqlite,
-    "postgres": _postgres,
+    "crud-only": StoreFactory(_crud_only, lambda: CrudOnlyStore),
+    "inprocess": StoreFactory(_inprocess, lambda: InProcessMemoryStore),
+    "sqlite": StoreFactory(_sqlite, lambda: SqliteMemoryStore),
+    "postgres": StoreFactory(_postgres, _postgres_type),
 }
 EMBEDDED = ("inprocess", "sqlite")
 """Stores that need no server (the property tests run these)."""
+
+
+def stores_with(ports: Collection[type]) -> list[str]:
+    """The kinds in ``STORE_FACTORIES`` whose store implements every port in ``ports``."""
+    kinds = []
+    for kind, factory in sorted(STORE_FACTORIES.items()):
+        try:
+            store_type = factory.store_type()
+        except ImportError:  # a missing driver: opening the store reports it, as before
+            kinds.append(kind)
+            continue
+        if all(issubclass(store_type, port) for port in ports):
+            kinds.append(kind)
+    return kinds
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "requires(*ports): the store ports a test needs (MemoryStore alone: the core); "
+        "stores without them are left out of its store_kind parametrization",
+    )
+
+
+def _parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0] if marker.args else marker.kwargs["argnames"]
+        if isinstance(names, str):
+            names = [part.strip() for part in names.split(",")]
+        if name in names:
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Runs every test that uses a store once per store with the ports it ``requires``."""
+    if "store_kind" not in metafunc.fixturenames or _parametrizes(metafunc, "store_kind"):
+        return  # no store, or the test picks its stores itself
+    markers = list(metafunc.definition.iter_markers("requires"))
+    ports = [port for marker in markers for port in marker.args]
+    metafunc.parametrize("store_kind", stores_with(ports if markers else CAPABILITIES.values()))
 
 
 @dataclass
@@ -109,11 +225,6 @@ class MemoryHarness:
             cursor = page.next_cursor
             if cursor is None:
                 return items
-
-
-@pytest.fixture(params=sorted(STORE_FACTORIES))
-def store_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

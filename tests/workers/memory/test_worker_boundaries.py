@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from ditto import NodeContext, create_ditto
+from ditto.errors import InvalidInputError
+from tests.workers.memory.conftest import CrudOnlyStore
 from workers.memory import (
     InProcessMemoryStore,
     MemoryDraft,
@@ -31,44 +33,6 @@ from workers.memory.prompt_index import render_index
 from workers.memory.search.recency import recency_search
 
 pytestmark = pytest.mark.anyio
-
-
-class CrudOnlyStore(MemoryStore):
-    """A store without search of its own, backed by the in-process reference."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = InProcessMemoryStore()
-
-    async def get(
-        self, ids: Sequence[str], keys: Sequence[str], namespace: str
-    ) -> list[MemoryItem]:
-        return await self.inner.get(ids, keys, namespace)
-
-    async def query(
-        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
-    ) -> list[MemoryItem]:
-        return await self.inner.query(filter, order, limit, after)
-
-    async def write(
-        self,
-        drafts: Sequence[MemoryDraft],
-        mode: WriteMode,
-        vectors: Vectors | None = None,
-        guard: WriteGuard | None = None,
-    ) -> list[MemoryItem]:
-        return await self.inner.write(drafts, mode, vectors, guard)
-
-    async def update(
-        self,
-        patches: Sequence[MemoryPatch],
-        vectors: Vectors | None = None,
-        guard: WriteGuard | None = None,
-    ) -> list[MemoryItem]:
-        return await self.inner.update(patches, vectors, guard)
-
-    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
-        return await self.inner.delete(ids, guard)
 
 
 class BrokenStore(CrudOnlyStore):
@@ -102,15 +66,6 @@ class BrokenStore(CrudOnlyStore):
     ) -> list[MemoryItem]:
         items = await super().query(filter, order, 10_000, after)
         return items + items  # duplicates, and more than asked for
-
-
-async def test_search_without_provider_or_store_search_is_unavailable() -> None:
-    async with create_ditto(workers=[create_memory_worker(CrudOnlyStore())]) as runtime:
-        written = await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": "x"}]})
-        result = await runtime.invoke("MEMORY.SEARCH", {"query": "x"})
-    assert written.ok  # CRUD still works
-    assert result.error is not None
-    assert result.error.code == MemoryErrorCode.SEARCH_UNAVAILABLE
 
 
 async def test_an_explicit_provider_replaces_the_store_search() -> None:
@@ -183,7 +138,7 @@ async def test_a_provider_returning_records_outside_the_filter_is_rejected() -> 
     "limits", [{"query_limit": 0}, {"search_limit": 10_001}, {"query_limit": 1.5}]
 )
 def test_worker_limits_are_checked_at_construction(limits: dict[str, Any]) -> None:
-    with pytest.raises(Exception, match="from 1 to 10000"):
+    with pytest.raises(InvalidInputError, match="from 1 to 10000"):
         create_memory_worker(InProcessMemoryStore(), **limits)
 
 

@@ -41,10 +41,10 @@ def decode_context(raw: bytes | str) -> Context:
     ContextError: ``INVALID_STATE`` for anything but a valid context with unique ids."""
     try:
         context = _decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ContextError(
             ContextErrorCode.INVALID_STATE, "the store returned invalid context state"
-        ) from None
+        ) from exc
     if len({item.id for item in context.items}) != len(context.items):
         raise ContextError(ContextErrorCode.INVALID_STATE, "the stored context repeats an item id")
     return context

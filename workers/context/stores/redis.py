@@ -9,6 +9,8 @@ the CAS rate of decoding a JSON value. Every write sets the TTL; reads never tou
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 import redis.asyncio as aioredis
@@ -58,6 +60,18 @@ def _unavailable() -> ContextError:
     )
 
 
+@contextmanager
+def _redis_errors() -> Iterator[None]:
+    """The store's one driver-error boundary: Redis failures as coded context errors, the
+    driver's exception kept as the cause for the log."""
+    try:
+        yield
+    except redis_errors.ResponseError as exc:
+        raise _response_error(exc) from exc
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        raise _unavailable() from exc
+
+
 class RedisContextStore(ContextStateStore):
     """Working sets in Redis.
 
@@ -99,12 +113,8 @@ class RedisContextStore(ContextStateStore):
         return self.key_prefix + self.key(scope)
 
     async def get(self, scope: ContextScope) -> StoredContext | None:
-        try:
+        with _redis_errors():
             version, raw = await self.client.hmget(self.redis_key(scope), ["version", "context"])
-        except redis_errors.ResponseError as exc:
-            raise _response_error(exc) from None
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
-            raise _unavailable() from None
         if version is None and raw is None:
             return None
         if version is None or raw is None or not version:
@@ -123,12 +133,8 @@ class RedisContextStore(ContextStateStore):
             encode_context(context),
             self.ttl_ms,
         ]
-        try:
+        with _redis_errors():
             written = await self._cas(keys=[self.redis_key(scope)], args=arguments)
-        except redis_errors.ResponseError as exc:
-            raise _response_error(exc) from None
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
-            raise _unavailable() from None
         if written == 0:
             raise conflict()
         if written != 1:

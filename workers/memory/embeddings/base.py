@@ -100,17 +100,17 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, batch_size: i
             raw = await embedder.embed(batch)
         except DittoError:
             raise
-        except Exception:
+        except Exception as exc:
             logger.exception("the embedder %r failed", embedder.model_id)
             raise _failed(
                 f"the embedder {embedder.model_id!r} failed (details in the log)"
-            ) from None
+            ) from exc
         try:
             vectors = np.asarray(raw, dtype=np.float32)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as exc:
             raise _failed(
                 f"the embedder {embedder.model_id!r} returned something that is not vectors"
-            ) from None
+            ) from exc
         if vectors.ndim != 2 or vectors.shape[0] != len(batch):
             count = vectors.shape[0] if vectors.ndim else 0
             raise _failed(

@@ -96,10 +96,10 @@ class _Bert:
         try:
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
-        except ImportError:
+        except ImportError as exc:
             raise _unavailable(
                 "MiniLM needs the embeddings extra: pip install 'ditto-runtime[embeddings]'"
-            ) from None
+            ) from exc
         config = json.loads((folder / "config.json").read_text())
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import Counter
+from collections.abc import Collection, Sequence, Set
 
 import msgspec
 
@@ -10,7 +12,7 @@ from workers.memory.contracts import SearchHit, SearchInput
 from workers.memory.errors import MemoryStoreError
 from workers.memory.search.text import query_words
 
-__all__ = ("explained", "keyword_request")
+__all__ = ("bm25", "explained", "keyword_request")
 
 _OPTIONS = frozenset({"explain"})
 
@@ -45,3 +47,28 @@ def explained(hits: Sequence[SearchHit], explain: bool) -> list[SearchHit]:
         )
         for rank, hit in enumerate(hits, start=1)
     ]
+
+
+_K1 = 1.2
+_B = 0.75
+
+
+def bm25(
+    terms: Set[str], documents: Sequence[Counter[str]], corpus: Collection[Counter[str]]
+) -> list[float]:
+    """Okapi BM25 (k1 = 1.2, b = 0.75, IDF floored just above 0, as FTS5 does) of each of
+    ``documents`` for ``terms``, with term counts per document and statistics over ``corpus``
+    (every document of the index, ``documents`` among them)."""
+    total = len(corpus)
+    average = sum(counts.total() for counts in corpus) / max(total, 1)
+    frequency = {term: sum(1 for counts in corpus if term in counts) for term in terms}
+    scores = []
+    for counts in documents:
+        length = counts.total()
+        score = 0.0
+        for term in terms & counts.keys():
+            idf = max(math.log((total - frequency[term] + 0.5) / (frequency[term] + 0.5)), 1e-6)
+            tf = counts[term]
+            score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
+        scores.append(score)
+    return scores

@@ -6,7 +6,6 @@ state. Keyword search is BM25 over the same words FTS5 would see (with a lighter
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -54,7 +53,7 @@ from workers.memory.records import (
     plan_writes,
     utc_now,
 )
-from workers.memory.search.keyword import explained, keyword_request
+from workers.memory.search.keyword import bm25, explained, keyword_request
 from workers.memory.search.text import light_stem
 from workers.memory.search.text import words as text_words
 from workers.memory.vectors import (
@@ -72,9 +71,6 @@ if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
 
 __all__ = ("InProcessMemoryStore",)
-
-_K1 = 1.2
-_B = 0.75
 
 
 class InProcessMemoryStore(
@@ -146,18 +142,8 @@ class InProcessMemoryStore(
         ]
         if not candidates:
             return []
-        total = len(self._items)
-        average = sum(t.total() for t in self._terms.values()) / max(total, 1)
-        frequency = {term: sum(1 for t in self._terms.values() if term in t) for term in terms}
-        scored = []
-        for item, counts in candidates:
-            length = counts.total()
-            score = 0.0
-            for term in terms & counts.keys():
-                idf = max(math.log((total - frequency[term] + 0.5) / (frequency[term] + 0.5)), 1e-6)
-                tf = counts[term]
-                score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average))
-            scored.append((score, item))
+        scores = bm25(terms, [counts for _, counts in candidates], list(self._terms.values()))
+        scored = [(score, item) for score, (item, _) in zip(scores, candidates, strict=True)]
         scored.sort(key=lambda row: (-row[0], row[1].id))
         return explained([SearchHit(_copy(item), score) for score, item in scored[:limit]], explain)
 

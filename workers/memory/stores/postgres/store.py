@@ -10,10 +10,8 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 * **Keyword search** is a generated ``tsvector`` column with a GIN index, queried with
   ``websearch_to_tsquery`` over the query's words joined by ``or`` (user text is never SQL and
   never raw tsquery syntax) and ranked with ``ts_rank_cd``.
-* **Usage** counters are collected in memory and applied by one ``UPDATE`` for many searches:
-  when the previous one is older than ``_USAGE_INTERVAL``, first thing in the next write, on
-  :meth:`flush` and on close. Updating a row recomputes its ``tsvector`` and touches the GIN
-  index, so one statement per search would make every search a costly write.
+* **Usage** counters are coalesced in memory and applied by one statement for many searches
+  (``usage``): one statement per search would make every search a costly write.
 * **Failures** of the driver become coded store errors at one boundary (``errors``); messages
   never contain the URL or a password.
 """
@@ -21,10 +19,9 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
-from time import monotonic
 from typing import TYPE_CHECKING, Any, Self
 
 import asyncpg
@@ -59,6 +56,7 @@ from workers.memory.search.keyword import explained, keyword_request
 from workers.memory.stores.postgres import logs
 from workers.memory.stores.postgres import vectors as pg_vectors
 from workers.memory.stores.postgres.errors import postgres_errors
+from workers.memory.stores.postgres.pool import PoolRecipe
 from workers.memory.stores.postgres.schema import migrate
 from workers.memory.stores.postgres.sql import (
     Params,
@@ -69,6 +67,7 @@ from workers.memory.stores.postgres.sql import (
     records,
     where_clause,
 )
+from workers.memory.stores.postgres.usage import UsageCounters
 from workers.memory.stores.postgres.writes import (
     delete_batch,
     restore_batch,
@@ -84,25 +83,6 @@ if TYPE_CHECKING:
     Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
 
 __all__ = ("PoolRecipe", "PostgresMemoryStore")
-
-_USAGE_INTERVAL = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class PoolRecipe:
-    """How :meth:`PostgresMemoryStore.from_url` builds the pool the store then owns."""
-
-    url: str = field(repr=False)  # never printed: it may carry a password
-    size: int = 10
-    statement_timeout_ms: int = 30_000
-
-    async def create(self) -> asyncpg.Pool:
-        return await asyncpg.create_pool(
-            self.url,
-            min_size=1,
-            max_size=self.size,
-            server_settings={"statement_timeout": str(self.statement_timeout_ms)},
-        )
 
 
 class PostgresMemoryStore(
@@ -130,8 +110,7 @@ class PostgresMemoryStore(
         self._s = quoted_schema(schema)
         self._clock = clock
         self._opened = False
-        self._pending_usage: dict[str, tuple[int, int]] = {}
-        self._usage_applied_at = 0.0
+        self._usage = UsageCounters(self._s)
         self._open_lock = asyncio.Lock()
         self._index = VectorIndex()
         self._refreshing = asyncio.Lock()
@@ -184,7 +163,7 @@ class PostgresMemoryStore(
 
     async def aclose(self) -> None:
         try:
-            if self._pending_usage and self._pool is not None:
+            if self._usage.pending and self._pool is not None:
                 await self.flush()
         finally:
             if self._recipe is not None and self._pool is not None:
@@ -196,6 +175,17 @@ class PostgresMemoryStore(
         if not self._opened:
             await self.open()
         return self.pool
+
+    @asynccontextmanager
+    async def _connection(self, *, transaction: bool = False) -> AsyncIterator[Connection]:
+        """A pooled connection (in a transaction when asked), its failures translated."""
+        pool = await self._ready()
+        async with postgres_errors(), pool.acquire() as connection:
+            if not transaction:
+                yield connection
+                return
+            async with connection.transaction():
+                yield connection
 
     # ----------------------------------------------------------------- reads
 
@@ -278,11 +268,10 @@ class PostgresMemoryStore(
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        pool = await self._ready()
         now = now_from(self._clock)
-        async with postgres_errors(), pool.acquire() as connection:
+        async with self._connection() as connection:
             # Pending usage first, in its own statement: a failing batch must not lose it.
-            await self._apply_usage(connection)
+            await self._usage.apply(connection)
             async with connection.transaction():
                 await pg_vectors.require_vectors(connection, self._s, vectors, needed=True)
                 items = await write_batch(
@@ -298,10 +287,9 @@ class PostgresMemoryStore(
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        pool = await self._ready()
         now = now_from(self._clock)
-        async with postgres_errors(), pool.acquire() as connection:
-            await self._apply_usage(connection)
+        async with self._connection() as connection:
+            await self._usage.apply(connection)
             async with connection.transaction():
                 needed = any(map(changes_text, patches))
                 await pg_vectors.require_vectors(connection, self._s, vectors, needed=needed)
@@ -311,16 +299,14 @@ class PostgresMemoryStore(
                 return items
 
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
-        pool = await self._ready()
         now = now_from(self._clock)
-        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+        async with self._connection(transaction=True) as connection:
             deleted = await delete_batch(connection, self._s, ids, now, guard)
             await pg_vectors.forget_vectors(connection, self._s, deleted)
         return deleted
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+        async with self._connection(transaction=True) as connection:
             await restore_batch(connection, self._s, items)
             await pg_vectors.forget_vectors(connection, self._s, [], keep=items)  # re-embed
         return len(items)
@@ -328,8 +314,7 @@ class PostgresMemoryStore(
     # ----------------------------------------------------------------- vectors
 
     async def vector_state(self) -> VectorState:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection:
+        async with self._connection() as connection:
             return (await pg_vectors.read_state(connection, self._s))[0]
 
     async def vector_search(
@@ -342,25 +327,21 @@ class PostgresMemoryStore(
             )
 
     async def begin_reindex(self, model: EmbeddingModel) -> None:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection:
+        async with self._connection() as connection:
             await pg_vectors.begin_reindex(connection, self._s, model)
 
     async def missing_vectors(
         self, model: EmbeddingModel, after: str | None, limit: int
     ) -> list[MemoryItem]:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection:
+        async with self._connection() as connection:
             return await pg_vectors.missing_vectors(connection, self._s, model, after, limit)
 
     async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+        async with self._connection(transaction=True) as connection:
             return await pg_vectors.put_vectors(connection, self._s, ids, vectors)
 
     async def finish_reindex(self, model: EmbeddingModel) -> None:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+        async with self._connection(transaction=True) as connection:
             await pg_vectors.finish_reindex(connection, self._s, model)
 
     # ----------------------------------------------------------------- history and audit
@@ -371,8 +352,7 @@ class PostgresMemoryStore(
             return await logs.history_of(pool, self._s, id)
 
     async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection, connection.transaction():
+        async with self._connection(transaction=True) as connection:
             return await logs.restore_history(connection, self._s, entries)
 
     async def append_audit(self, events: Sequence[AuditEvent]) -> None:
@@ -395,42 +375,12 @@ class PostgresMemoryStore(
     # ----------------------------------------------------------------- usage
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
-        micros = to_micros(at)
-        for item_id in ids:
-            count, last = self._pending_usage.get(item_id, (0, micros))
-            self._pending_usage[item_id] = (count + 1, max(last, micros))
-        if monotonic() - self._usage_applied_at >= _USAGE_INTERVAL:
+        if self._usage.add(ids, at):
             await self.flush()
 
     async def flush(self) -> None:
         """Apply the pending usage counters now (one statement)."""
-        if not self._pending_usage:
+        if not self._usage.pending:
             return
-        pool = await self._ready()
-        async with postgres_errors(), pool.acquire() as connection:
-            await self._apply_usage(connection)
-
-    async def _apply_usage(self, connection: Connection) -> None:
-        usage, self._pending_usage = self._pending_usage, {}
-        self._usage_applied_at = monotonic()
-        if not usage:
-            return
-        try:
-            # Only for records that still exist (a deleted one may have been found a moment ago).
-            await connection.execute(
-                f"INSERT INTO {self._s}.memory_usage AS usage (id, usage_count, last_used_at) "
-                "SELECT u.id, u.uses, u.at "
-                "FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(id, uses, at) "
-                f"JOIN {self._s}.memories m ON m.id = u.id "
-                "ON CONFLICT (id) DO UPDATE SET "
-                "usage_count = usage.usage_count + excluded.usage_count, "
-                "last_used_at = greatest(usage.last_used_at, excluded.last_used_at)",
-                list(usage),
-                [count for count, _ in usage.values()],
-                [at for _, at in usage.values()],
-            )
-        except BaseException:
-            for item_id, (count, at) in usage.items():  # not stored: keep them for next time
-                pending = self._pending_usage.get(item_id, (0, at))
-                self._pending_usage[item_id] = (pending[0] + count, max(pending[1], at))
-            raise
+        async with self._connection() as connection:
+            await self._usage.apply(connection)

@@ -74,13 +74,9 @@ async def update_batch(
     now: datetime,
     guard: WriteGuard | None,
 ) -> list[MemoryItem]:
-    """UPDATE: lock the records (by id, so no deadlock), then patch them."""
-    rows = await connection.fetch(
-        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) "
-        "ORDER BY m.id FOR UPDATE OF m",
-        [patch.id for patch in patches],
-    )
-    steps = plan_updates(patches, {row["id"]: row_to_item(row) for row in rows}, now, guard)
+    """UPDATE: lock the records, then patch them."""
+    stored = await _locked(connection, s, [patch.id for patch in patches])
+    steps = plan_updates(patches, stored, now, guard)
     for step in steps:
         await _replace(connection, s, step.item)
     await logs.append_history(connection, s, [step.entry for step in steps])
@@ -95,12 +91,7 @@ async def delete_batch(
     guard: WriteGuard | None,
 ) -> list[str]:
     """DELETE: lock the records, let ``guard`` decide each, delete the rest."""
-    rows = await connection.fetch(
-        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) "
-        "ORDER BY m.id FOR UPDATE OF m",
-        list(ids),
-    )
-    found = {row["id"]: row_to_item(row) for row in rows}
+    found = await _locked(connection, s, ids)
     if guard is not None:  # every check before any change: all or nothing
         found = {key: item for key, item in found.items() if guard.check_delete(item)}
     deleted = [item_id for item_id in ids if item_id in found]
@@ -145,3 +136,14 @@ async def _replace(connection: Connection, s: str, item: MemoryItem) -> None:
     await connection.execute(
         f"UPDATE {s}.memories SET {assignments} WHERE id = $1", item.id, *values[3:]
     )
+
+
+async def _locked(connection: Connection, s: str, ids: Sequence[str]) -> dict[str, MemoryItem]:
+    """The stored records with ``ids``, by id, row-locked until commit (in id order, so two
+    writers never deadlock)."""
+    rows = await connection.fetch(
+        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) "
+        "ORDER BY m.id FOR UPDATE OF m",
+        list(ids),
+    )
+    return {row["id"]: row_to_item(row) for row in rows}

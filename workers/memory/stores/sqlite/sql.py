@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
@@ -183,12 +184,17 @@ def match_expression(words: Sequence[str]) -> str:
     return " OR ".join(fts_phrase(word) for word in words)
 
 
-def connect(path: str, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+def connect(path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, waiting up to
-    ``busy_timeout_ms`` for another connection's lock."""
-    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    ``busy_timeout_ms`` for another connection's lock; ``read_only`` opens an existing file
+    that every write then refuses (``SQLITE_READONLY``)."""
+    target = f"{Path(path).resolve().as_uri()}?mode=ro" if read_only else path
+    connection = sqlite3.connect(
+        target, isolation_level=None, check_same_thread=False, uri=read_only
+    )
     # Before anything that may wait on a lock: switching to WAL needs one too.
     connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    connection.execute("PRAGMA journal_mode = WAL")
+    if not read_only:  # a read-only connection keeps the journal mode the file has
+        connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection

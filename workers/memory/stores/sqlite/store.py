@@ -96,6 +96,8 @@ class SqliteMemoryStore(
             left to the fill phase (see ``search``).
         busy_timeout_ms: How long a call waits for another process's write lock before it
             fails with a retryable ``STORE_TIMEOUT``.
+        read_only: Open an existing store for reading only: nothing is created or migrated,
+            and every change is ``STORE_READ_ONLY``.
 
     Raises:
         InvalidInputError: ``path`` is ``:memory:`` or empty, or a count is below 1.
@@ -109,6 +111,7 @@ class SqliteMemoryStore(
         clock: Clock = utc_now,
         search_budget: int = DEFAULT_BUDGET,
         busy_timeout_ms: int = 5000,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
         text = os.fspath(path)
@@ -126,7 +129,7 @@ class SqliteMemoryStore(
         self.path = Path(text)
         self._clock = clock
         self._budget = search_budget
-        self._threads = SqliteThreads(self.path, readers, busy_timeout_ms)
+        self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only)
         self._index = VectorIndex()
 
     # ----------------------------------------------------------------- lifecycle

@@ -52,10 +52,12 @@ class SqliteThreads:
         readers: Reader threads (and connections).
         busy_timeout_ms: How long a connection waits for another process's lock before the
             call fails with a retryable ``STORE_TIMEOUT``.
+        read_only: Open an existing file for reading only.
     """
 
-    def __init__(self, path: Path, readers: int, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, readers: int, busy_timeout_ms: int, read_only: bool) -> None:
         self.path = path
+        self.read_only = read_only
         self._readers_count = readers
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
@@ -95,10 +97,11 @@ class SqliteThreads:
             return self._cursor_secret
 
     def _setup(self) -> bytes:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise cannot_create(self.path, exc) from exc
+        if not self.read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise cannot_create(self.path, exc) from exc
         connection = self.connection()
         migrate(connection)
         return read_cursor_secret(connection)
@@ -107,7 +110,7 @@ class SqliteThreads:
         """This thread's connection (opened on first use)."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = connect(str(self.path), self._busy_timeout_ms)
+            connection = connect(str(self.path), self._busy_timeout_ms, self.read_only)
             self._local.connection = connection
             self._local.planner = KeywordPlanner(connection)
             with self._connections_lock:
@@ -190,7 +193,10 @@ class SqliteThreads:
     # ----------------------------------------------------------------- usage
 
     def record_usage(self, ids: list[str], at: datetime) -> None:
-        """Count a use of each id; the writer applies the counters soon (see module doc)."""
+        """Count a use of each id; the writer applies the counters soon (see module doc). A
+        read-only store counts nothing: reading must not fail for want of a write."""
+        if self.read_only:
+            return
         micros = to_micros(at)
         with self._usage_lock:
             for item_id in ids:

@@ -1,0 +1,26 @@
+"""How a PostgreSQL store that owns its connections builds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import asyncpg
+
+__all__ = ("PoolRecipe",)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRecipe:
+    """How :meth:`PostgresMemoryStore.from_url` builds the pool the store then owns."""
+
+    url: str = field(repr=False)  # never printed: it may carry a password
+    size: int = 10
+    statement_timeout_ms: int = 30_000
+
+    async def create(self) -> asyncpg.Pool:
+        return await asyncpg.create_pool(
+            self.url,
+            min_size=1,
+            max_size=self.size,
+            server_settings={"statement_timeout": str(self.statement_timeout_ms)},
+        )
