@@ -20,6 +20,7 @@ __all__ = (
     "config_error",
     "console",
     "errors",
+    "fail_usage",
     "settings_or_exit",
 )
 
@@ -47,3 +48,9 @@ def settings_or_exit(path: Path | None) -> Settings:
         return load_config(path)
     except ConfigError as exc:
         config_error(exc)
+
+
+def fail_usage(message: str) -> NoReturn:
+    """Print a usage problem (one line) and exit with 2."""
+    errors.print(escape(message), highlight=False)
+    raise typer.Exit(EXIT_USAGE)

@@ -52,9 +52,21 @@ def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str)
     if value is None:
         return
     problem = f"{variable} must be a URL with scheme {' or '.join(schemes)}"
+    text = value.get_secret_value()
+    # Drivers end the host part at the first '/', '?' or '#': one of those inside a password
+    # would make them connect elsewhere and print the rest of the password in their error.
+    start = text.find("://") + 3
+    ends = [i for i in (text.find(mark, start) for mark in "/?#") if i >= 0]
+    end = min(ends, default=len(text))
+    if start >= 3 and "@" not in text[start:end] and "@" in text[end:]:
+        raise ValueError(
+            f"{variable}: the user name or password holds an unencoded '/', '?' or '#' "
+            "(percent-encode them: %2F, %3F, %23)"
+        )
     try:
-        parts = urlsplit(value.get_secret_value())
+        parts = urlsplit(text)
         valid = parts.scheme in schemes and bool(parts.hostname or parts.path)
+        _ = parts.port  # a port that is not a number raises here, not in the driver
     except ValueError:  # urlsplit's own message quotes the URL, password included
         raise ValueError(problem) from None
     if not valid:
