@@ -77,7 +77,9 @@ def _convert(value: object, target: Any, code: ErrorCode, node_type: str) -> Any
             # builtins re-validates every field (and nested constraints) exactly like a dict.
             value = msgspec.to_builtins(value)
         return msgspec.convert(value, target)
-    except (msgspec.ValidationError, TypeError) as exc:
+    except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as exc:
+        # ValueError: msgspec raises UnicodeEncodeError for a lone surrogate in a field it
+        # converts (a str field, an enum value, a key); RecursionError: nesting too deep.
         what = "input" if code == ErrorCode.INVALID_INPUT else "output"
         raise InvalidInputError(
             f"invalid {what} for {node_type}: {_safe_reason(exc)}",
@@ -86,11 +88,15 @@ def _convert(value: object, target: Any, code: ErrorCode, node_type: str) -> Any
         ) from exc
 
 
-def _safe_reason(exc: Exception) -> str:
+def _safe_reason(exc: BaseException) -> str:
     # msgspec messages name the expected type and the JSON path ("Expected `int`, got `str` -
     # at `$.limit`"); at most they echo a rejected enum value from the caller's own input. They
-    # are capped so a huge input cannot blow up a result.
-    text = str(exc) or type(exc).__name__
+    # are capped so a huge input cannot blow up a result, and kept encodable (no surrogates).
+    if isinstance(exc, UnicodeError):
+        return "it holds text that is not valid Unicode (a lone surrogate)"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    text = (str(exc) or type(exc).__name__).encode("utf-8", "backslashreplace").decode()
     return text if len(text) <= 300 else text[:297] + "..."
 
 

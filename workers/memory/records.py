@@ -99,7 +99,10 @@ def content_text(content: Any) -> str:
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int | float):
-            parts.append(str(item))
+            try:
+                parts.append(str(item))
+            except ValueError:  # an integer past Python's 4,300-digit conversion limit
+                continue
         elif isinstance(item, dict):
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list):

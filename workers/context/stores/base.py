@@ -33,7 +33,19 @@ _decoder = msgspec.json.Decoder(Context)
 
 
 def encode_context(context: Context) -> bytes:
-    return _encoder.encode(msgspec.structs.replace(context, version=None))
+    """The stored form of ``context``.
+
+    Raises:
+        ContextError: ``INVALID_INPUT`` when it holds text that is not valid Unicode or values
+            that are not JSON (nothing is stored then).
+    """
+    try:
+        return _encoder.encode(msgspec.structs.replace(context, version=None))
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise ContextError(
+            ContextErrorCode.INVALID_INPUT,
+            "the context holds text that is not valid Unicode or values that are not JSON",
+        ) from exc
 
 
 def decode_context(raw: bytes | str) -> Context:

@@ -72,12 +72,14 @@ class InProcessContextStore(ContextStateStore):
         current = entry[0] if entry is not None and entry[2] > now else None
         if current != expected_version:
             raise conflict()
+        # Encode before anything changes: a context that cannot be stored leaves the old one.
+        encoded = encode_context(context)
         version = new_version()
         self._entries.pop(key, None)
         if len(self._entries) >= self._max:
             for stale in [k for k, (_, _, expires) in self._entries.items() if expires <= now]:
                 del self._entries[stale]
-        self._entries[key] = (version, encode_context(context), now + self._ttl)
+        self._entries[key] = (version, encoded, now + self._ttl)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
         return StoredContext(version, context)

@@ -166,10 +166,8 @@ class InProcessMemoryStore(
         steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard)
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows([step.item for step in steps], vectors.hashes, skip=False)
-        for step in steps:
-            if step.entry is not None:
-                self._put(step.item)
-                self._log(step.entry)
+        entries = [step.entry for step in steps if step.entry is not None]
+        self._put_all([step.item for step in steps if step.entry is not None], entries)
         if vectors is not None:
             self._store_vectors(vectors, [step.item for step in steps])
         return [_copy(step.item) for step in steps]
@@ -189,9 +187,7 @@ class InProcessMemoryStore(
         updated = [step.item for step in steps]
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows(updated, vectors.hashes, skip=False)
-        for step in steps:  # all planned: all or nothing
-            self._put(step.item)
-            self._log(step.entry)
+        self._put_all(updated, [step.entry for step in steps])
         if vectors is not None:
             self._store_vectors(vectors, updated)
         return [_copy(item) for item in updated]
@@ -204,7 +200,7 @@ class InProcessMemoryStore(
         deleted = []
         for item_id in chosen:
             item = self._items.pop(item_id)
-            self._log(history_entry(item, "delete", now))
+            self._history.setdefault(item_id, []).append(history_entry(item, "delete", now))
             self._terms.pop(item_id, None)
             self._vectors.pop(item_id, None)
             self._index.remove([item_id])
@@ -226,6 +222,7 @@ class InProcessMemoryStore(
             holder = self._keys.get((item.namespace, item.key)) if item.key is not None else None
             if holder is not None and holder != item.id:
                 raise key_taken(item.namespace, item.key)
+        prepared = [self._prepared(item) for item in items]  # may fail: before any change
         for item in items:
             previous = self._items.get(item.id)
             if previous is not None and previous.key is not None:
@@ -234,7 +231,7 @@ class InProcessMemoryStore(
             if any(fingerprint != text_hash(item) for _, fingerprint in held.values()):
                 del self._vectors[item.id]  # its text changed: it needs a new vector
                 self._index.remove([item.id])
-            self._put(item)
+        self._commit(prepared)
         return len(items)
 
     # ----------------------------------------------------------------- vectors
@@ -363,16 +360,27 @@ class InProcessMemoryStore(
             self._audit = kept
         return purged
 
-    def _log(self, entry: HistoryEntry) -> None:
-        self._history.setdefault(entry.id, []).append(_copy_entry(entry))
+    def _put_all(self, items: Sequence[MemoryItem], entries: Sequence[HistoryEntry]) -> None:
+        """Store records and their history entries, all or nothing: everything that can fail
+        (copying, indexing) happens before the first change, as in a transaction."""
+        prepared = [self._prepared(item) for item in items]
+        logged = [_copy_entry(entry) for entry in entries]
+        self._commit(prepared)
+        for entry in logged:
+            self._history.setdefault(entry.id, []).append(entry)
 
-    def _put(self, item: MemoryItem) -> None:
+    @staticmethod
+    def _prepared(item: MemoryItem) -> tuple[MemoryItem, Counter[str]]:
         item = _copy(item)  # never share mutable content with a caller
-        self._items[item.id] = item
-        if item.key is not None:
-            self._keys[(item.namespace, item.key)] = item.id
         text = " ".join(filter(None, (item.key, item.summary, content_text(item.content))))
-        self._terms[item.id] = Counter(light_stem(word) for word in text_words(text))
+        return item, Counter(light_stem(word) for word in text_words(text))
+
+    def _commit(self, prepared: Sequence[tuple[MemoryItem, Counter[str]]]) -> None:
+        for item, terms in prepared:
+            self._items[item.id] = item
+            if item.key is not None:
+                self._keys[(item.namespace, item.key)] = item.id
+            self._terms[item.id] = terms
 
 
 _encode_item = msgspec.json.Encoder()
