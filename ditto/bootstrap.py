@@ -82,6 +82,7 @@ def build_retention(settings: Settings) -> RetentionPolicy:
     return RetentionPolicy(
         {name: RetentionRule(**rule.model_dump()) for name, rule in retention.categories.items()},
         audit_days=retention.audit_days,
+        purge_grace_days=retention.purge_grace_days,
     )
 
 

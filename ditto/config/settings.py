@@ -121,6 +121,8 @@ class MemoryRetentionSettings(_Strict):
     ``conversation: {archive_after_days: 3, purge_after_days: 30}``."""
     audit_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
     """Days of audit log to keep; null keeps all."""
+    purge_grace_days: float = Field(1.0, ge=0, le=_MAX_DAYS)
+    """Days a record stays archived before a purge may delete it."""
     interval_s: float | None = Field(None, ge=1, le=31_536_000)
     """Run hygiene inside the worker every this many seconds (never two runs at once); null
     runs it only when asked (``ditto memory hygiene``)."""

@@ -159,12 +159,23 @@ def test_settings_are_frozen() -> None:
         "postgresql://app:Pw#Secret@db.internal/prod",
     ],
 )
-def test_passwords_with_url_delimiters_never_print(url: str) -> None:
+def test_passwords_with_url_delimiters_are_refused_at_load_and_never_print(url: str) -> None:
+    """A driver would take the password's '/', '?' or '#' for the end of the host and quote the
+    rest in its error: refused when the configuration loads, naming the variable only."""
+    with pytest.raises(ConfigError) as raised:
+        load_config(env={"DITTO_WORKER_MEMORY_POSTGRES_URL": url})
+    assert "DITTO_WORKER_MEMORY_POSTGRES_URL" in raised.value.message
+    assert "percent-encode" in raised.value.message
+    for part in ("pa/ss", "Pw", "Secret", "db.internal", "app"):
+        assert part not in raised.value.message
+
+
+def test_percent_encoded_passwords_load_and_never_print() -> None:
     from ditto.config import redact_url
 
+    url = "postgresql://app:pa%2Fss%3FSecret%23@db.internal/prod"
     settings = load_config(env={"DITTO_WORKER_MEMORY_POSTGRES_URL": url})
-    shown = redact_url(settings.workers.memory.postgres_url)
-    assert shown == "postgresql://***@db.internal/prod"
+    assert redact_url(settings.workers.memory.postgres_url) == "postgresql://***@db.internal/prod"
 
 
 def test_an_unparsable_url_is_refused_without_echoing_it() -> None:

@@ -3,8 +3,12 @@
 ``core`` records are kept until deleted. Other categories follow a :class:`RetentionRule`:
 after ``archive_after_days`` without an edit or a use, hygiene archives a record (it is hidden
 from GET, QUERY and SEARCH unless asked for, and its history records an ``archive``); after
-``purge_after_days`` without one, an archived record is deleted. A record is always archived
-before it can be purged — never in the same run — and pinned records are never touched.
+``purge_after_days`` without one, an archived record is deleted — but only once it has stayed
+archived for ``purge_grace_days`` (so an archive is never undone by a purge seconds later, and
+someone has time to notice and revive it). A record is always archived before it can be purged
+— never in the same run — and pinned records are never touched. Custom categories (anything
+but ``core``, ``daily`` and ``conversation``) without a rule of their own follow ``daily``'s
+(PRX's rule).
 
 :func:`run_hygiene` plans everything from one snapshot and then applies it, so a dry run
 reports exactly what the real run at the same moment changes. A record edited or used between
@@ -90,6 +94,8 @@ class RetentionPolicy:
 
     categories: Mapping[str, RetentionRule] = field(default_factory=dict)
     audit_days: float | None = None
+    purge_grace_days: float = 1.0
+    """Days a record stays archived before a purge may delete it."""
 
     def __post_init__(self) -> None:
         if DEFAULT_CATEGORY in self.categories:
@@ -100,6 +106,12 @@ class RetentionPolicy:
             if not isinstance(rule, RetentionRule):
                 raise InvalidInputError(f"the rule for {name!r} must be a RetentionRule")
         _days("audit_days", self.audit_days)
+        if isinstance(self.purge_grace_days, bool) or not isinstance(
+            self.purge_grace_days, int | float
+        ):
+            raise InvalidInputError("purge_grace_days must be a number of days")
+        if not 0 <= self.purge_grace_days < math.inf:
+            raise InvalidInputError("purge_grace_days must be 0 or more days")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,16 +150,21 @@ async def run_hygiene(
     to_archive: list[MemoryItem] = []
     to_purge: list[MemoryItem] = []
     cutoffs: dict[str, datetime] = {}
+    archived_before = now - timedelta(days=policy.purge_grace_days)
     # Plan both lists before changing anything: what this run archives cannot be purged by it.
-    for category, rule in sorted(policy.categories.items()):
+    for category, rule in _rules(policy):
         if rule.purge_after_days is not None:
             cutoff = now - timedelta(days=rule.purge_after_days)
-            due = await _scan(store, _due(category, "only", cutoff))
+            due = [
+                item
+                for item in await _scan(store, _due(category, "only", cutoff), policy)
+                if item.archived_at is not None and item.archived_at < archived_before
+            ]
             to_purge += due
             cutoffs.update((item.id, cutoff) for item in due)
         if rule.archive_after_days is not None:
             cutoff = now - timedelta(days=rule.archive_after_days)
-            due = await _scan(store, _due(category, "exclude", cutoff))
+            due = await _scan(store, _due(category, "exclude", cutoff), policy)
             to_archive += due
             cutoffs.update((item.id, cutoff) for item in due)
     audit_purged = 0
@@ -171,18 +188,46 @@ async def run_hygiene(
             audit_purged,
         )
     skipped: list[str] = []
-    guard = _StillDue(cutoffs, {item.id: item.version for item in to_purge})
+    guard = _StillDue(cutoffs, {item.id: item.version for item in to_purge}, archived_before)
     archived = await _archive(store, to_archive, guard, skipped, progress, total)
     purged = await _purge(store, to_purge, guard, skipped, progress, total, len(to_archive))
     return HygieneReport(now, False, archived, purged, audit_purged, skipped)
 
 
+CUSTOM = "*"
+"""The plan's name for custom categories: those without a rule that ``daily``'s rule covers."""
+_BUILT_IN = frozenset({DEFAULT_CATEGORY, "daily", "conversation"})
+
+
+def _rules(policy: RetentionPolicy) -> list[tuple[str, RetentionRule]]:
+    """``(category, rule)`` pairs to apply, custom categories last under :data:`CUSTOM`."""
+    rules = sorted(policy.categories.items())
+    daily = policy.categories.get("daily")
+    return rules if daily is None else [*rules, (CUSTOM, daily)]
+
+
 def _due(category: str, archived: ArchivedMode, cutoff: datetime) -> MemoryFilter:
-    return MemoryFilter(category=category, archived=archived, pinned=False, inactive_before=cutoff)
+    return MemoryFilter(
+        category=None if category == CUSTOM else category,
+        archived=archived,
+        pinned=False,
+        inactive_before=cutoff,
+    )
 
 
-async def _scan(store: MemoryStore, filter: MemoryFilter) -> list[MemoryItem]:
-    return [item async for page in store.pages(filter, _PAGE) for item in page]
+async def _scan(
+    store: MemoryStore, filter: MemoryFilter, policy: RetentionPolicy
+) -> list[MemoryItem]:
+    if filter.category is not None:
+        return [item async for page in store.pages(filter, _PAGE) for item in page]
+    # Custom categories: every category but the built-in ones and those with a rule.
+    ruled = _BUILT_IN | policy.categories.keys()
+    return [
+        item
+        async for page in store.pages(filter, _PAGE)
+        for item in page
+        if item.category not in ruled
+    ]
 
 
 class _StillDue:
@@ -190,9 +235,15 @@ class _StillDue:
     :class:`~workers.memory.records.WriteGuard`): a record edited, used, pinned or revived
     since it was planned is left alone."""
 
-    def __init__(self, cutoffs: dict[str, datetime], purge_versions: dict[str, int]) -> None:
+    def __init__(
+        self,
+        cutoffs: dict[str, datetime],
+        purge_versions: dict[str, int],
+        archived_before: datetime,
+    ) -> None:
         self.cutoffs = cutoffs
         self.purge_versions = purge_versions
+        self.archived_before = archived_before
 
     def _due(self, stored: MemoryItem) -> bool:
         cutoff = self.cutoffs[stored.id]
@@ -213,6 +264,7 @@ class _StillDue:
         return (
             self._due(stored)
             and stored.archived_at is not None
+            and stored.archived_at < self.archived_before
             and stored.version == self.purge_versions.get(stored.id)
         )
 
