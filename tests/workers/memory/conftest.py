@@ -2,9 +2,9 @@
 
 A later store joins the suite by adding one entry to ``STORE_FACTORIES``. A test that uses a
 store (``memory``, ``open_store``, ``store_kind``) runs once per store that has the
-capabilities it declares with ``@pytest.mark.requires(*ports)`` (module- or test-level, the
-union counts): ``requires(MemoryStore)`` is the core alone, ``requires(KeywordSearch)`` adds
-keyword search. Stores lacking one are left out of its parametrization (they are not skipped).
+capabilities it declares with ``@requires(*ports)`` (module- or test-level, the union
+counts): ``requires(MemoryStore)`` is the core alone, ``requires(KeywordSearch)`` adds keyword
+search. Stores lacking one are left out of its parametrization (they are not skipped).
 A test that declares nothing needs every capability, so the core-only ``crud-only`` store runs
 only tests that say they need no more than the core.
 """
@@ -163,6 +163,15 @@ def stores_with(ports: Collection[type]) -> list[str]:
         if all(issubclass(store_type, port) for port in ports):
             kinds.append(kind)
     return kinds
+
+
+def requires(*ports: type) -> pytest.MarkDecorator:
+    """Marks a test (or, in ``pytestmark``, a module) as needing these store ports.
+
+    ``pytest.mark.requires(KeywordSearch)`` would decorate the class instead: a mark called with
+    a single class applies itself to it.
+    """
+    return pytest.mark.requires.with_args(*ports)
 
 
 def pytest_configure(config: pytest.Config) -> None:

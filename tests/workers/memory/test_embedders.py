@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ditto import create_ditto
-from workers.memory import InProcessMemoryStore, create_memory_worker
+from ditto.errors import InvalidInputError
+from workers.memory import (
+    InProcessMemoryStore,
+    MemoryErrorCode,
+    MemoryStoreError,
+    create_memory_worker,
+)
 from workers.memory.embeddings import (
     CallableEmbedder,
     HashingEmbedder,
@@ -39,20 +45,18 @@ async def test_minilm_matches_the_reference_model() -> None:
 
 
 async def test_minilm_without_weights_names_the_install_command(tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="ditto models install") as raised:
+    with pytest.raises(MemoryStoreError, match="ditto models install") as raised:
         await MiniLMEmbedder(tmp_path).embed(["x"])
-    assert getattr(raised.value, "code", None) == "EMBEDDER_UNAVAILABLE"
+    assert raised.value.code == MemoryErrorCode.EMBEDDER_UNAVAILABLE
 
 
-async def test_hashing_vectors_are_deterministic_and_similar_for_similar_text() -> None:
+async def test_hashing_vectors_are_similar_for_similar_text() -> None:
+    # Determinism and unit length: conformance/test_embedder.py, for every embedder.
     embedder = HashingEmbedder(128)
     first = await embed_texts(embedder, ["the espresso machine", "espresso machines", "tea"])
-    again = await embed_texts(HashingEmbedder(128), ["the espresso machine"])
-    assert np.array_equal(first[0], again[0])
     assert float(first[0] @ first[1]) > float(first[0] @ first[2])
-    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
     assert embedder.model_id == "ditto-hashing-v1-128"
-    with pytest.raises(Exception, match="dimension"):
+    with pytest.raises(InvalidInputError, match="dimension"):
         HashingEmbedder(4)
 
 
@@ -66,7 +70,7 @@ async def test_callable_embedders_may_be_sync_or_async_and_are_checked() -> None
         vectors = await embed_texts(embedder, ["ab", "abcd"], batch_size=1)
         assert vectors.shape == (2, 2)
         assert math.isclose(float(vectors[0] @ [2, 1] / math.sqrt(5)), 1.0, rel_tol=1e-6)
-    with pytest.raises(Exception, match="dimension"):
+    with pytest.raises(InvalidInputError, match="dimension"):
         CallableEmbedder(async_fn, "x", 0)
     zero = CallableEmbedder(lambda texts: [[0.0, 0.0] for _ in texts], "zero", 2)
     assert not (await embed_texts(zero, ["a"])).any()  # similar to nothing, not NaN

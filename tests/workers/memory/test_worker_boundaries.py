@@ -18,8 +18,6 @@ from workers.memory import (
     MemoryErrorCode,
     MemoryFilter,
     MemoryItem,
-    MemoryPatch,
-    MemoryStore,
     OrderBy,
     SearchHit,
     SearchInput,
@@ -27,10 +25,10 @@ from workers.memory import (
 )
 from workers.memory.contracts import WriteMode
 from workers.memory.ports import QueryPosition
-from workers.memory.records import WriteGuard
-from workers.memory.vectors import Vectors
 from workers.memory.prompt_index import render_index
+from workers.memory.records import WriteGuard
 from workers.memory.search.recency import recency_search
+from workers.memory.vectors import Vectors
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,32 @@
+"""Which capabilities each store declares, and what the worker does without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from ditto import create_ditto
+from tests.workers.memory.conftest import CrudOnlyStore, OpenStore
+from workers.memory import MemoryErrorCode, create_memory_worker
+from workers.memory.ports import CAPABILITIES, capabilities
+
+pytestmark = pytest.mark.anyio
+
+EVERY_CAPABILITY = ["usage", "keyword search", "vectors", "history", "audit log", "import"]
+"""The names the CLI and the README use, in their order."""
+
+
+async def test_a_store_with_only_the_core_has_no_capability_and_search_is_unavailable() -> None:
+    store = CrudOnlyStore()
+    assert capabilities(store) == []
+    async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+        written = await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": "x"}]})
+        result = await runtime.invoke("MEMORY.SEARCH", {"query": "x"})
+    assert written.ok, written.error  # CRUD still works
+    assert result.error is not None
+    assert result.error.code == MemoryErrorCode.SEARCH_UNAVAILABLE
+
+
+@pytest.mark.parametrize("store_kind", ["inprocess", "sqlite", "postgres"])
+async def test_every_built_in_store_offers_every_capability(open_store: OpenStore) -> None:
+    assert list(CAPABILITIES) == EVERY_CAPABILITY
+    assert capabilities(await open_store()) == EVERY_CAPABILITY

@@ -1,0 +1,89 @@
+"""The ``Embedder`` port, on every embedder: one unit-length float32 row per text, the same
+vector for the same text (alone or in any batch), and a stable model identity.
+
+Vectors go through :func:`embed_texts`, the checks every vector passes before it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from workers.memory.embeddings import (
+    CallableEmbedder,
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    embed_texts,
+    model_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def _character_histogram(texts: list[str]) -> list[list[float]]:
+    """A deterministic stand-in for a hosted model: characters counted in 16 buckets."""
+    return [
+        [float(sum(ord(ch) % 16 == bucket for ch in text)) for bucket in range(16)]
+        for text in texts
+    ]
+
+
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "hashing": lambda: HashingEmbedder(64),
+    # Small batches, so one call spans several forward passes of differently padded texts.
+    "minilm": lambda: MiniLMEmbedder(batch_size=2),
+    "callable": lambda: CallableEmbedder(_character_histogram, "test/char-histogram-16", 16),
+}
+
+TEXTS = [
+    "espresso",
+    "the espresso machine on the third floor is broken again",
+    "Tee, 緑茶 und ünïcödé 😀",
+    "redis keeps the working context; postgres keeps durable memory " * 8,
+    "a",
+]
+
+
+@pytest.fixture(params=sorted(EMBEDDERS))
+def make_embedder(request: pytest.FixtureRequest) -> Callable[[], Embedder]:
+    """Builds an embedder of the test's kind (call it again for a second, equal one)."""
+    return EMBEDDERS[request.param]
+
+
+async def test_each_text_gets_one_unit_float32_row_of_the_declared_dimension(
+    make_embedder: Callable[[], Embedder],
+) -> None:
+    embedder = make_embedder()
+    raw = np.asarray(await embedder.embed(TEXTS))
+    assert raw.shape == (len(TEXTS), embedder.dimension)
+    vectors = await embed_texts(embedder, TEXTS)
+    assert vectors.shape == (len(TEXTS), embedder.dimension)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=0, atol=1e-5)
+
+
+async def test_the_same_text_gets_the_same_vector(make_embedder: Callable[[], Embedder]) -> None:
+    twice = await embed_texts(make_embedder(), [TEXTS[1], TEXTS[0], TEXTS[1]])
+    again = await embed_texts(make_embedder(), [TEXTS[1]])
+    assert np.array_equal(twice[0], twice[2])
+    assert np.array_equal(twice[0], again[0])
+
+
+async def test_a_text_gets_the_same_vector_alone_or_in_a_batch(
+    make_embedder: Callable[[], Embedder],
+) -> None:
+    embedder = make_embedder()
+    batch = await embed_texts(embedder, TEXTS)
+    for row, text in enumerate(TEXTS):
+        (alone,) = await embed_texts(embedder, [text])
+        np.testing.assert_allclose(alone, batch[row], rtol=0, atol=1e-6, err_msg=text)
+
+
+def test_the_model_identity_is_the_same_for_every_instance_with_the_same_settings(
+    make_embedder: Callable[[], Embedder],
+) -> None:
+    first, second = make_embedder(), make_embedder()
+    assert model_of(first) == model_of(second)
