@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ditto import Ditto, create_ditto
+from ditto import Ditto, InvalidInputError, create_ditto
 from tests.workers.memory.conftest import OpenStore, StoreEnv, TickingClock
 from workers.memory import (
     AccessPolicy,
@@ -181,11 +181,11 @@ async def test_an_update_revives_an_archived_record_and_a_changed_record_is_skip
 
 
 async def test_retention_rules_are_checked() -> None:
-    with pytest.raises(Exception, match="core"):
+    with pytest.raises(InvalidInputError, match="core"):
         RetentionPolicy({"core": RetentionRule(archive_after_days=1)})
-    with pytest.raises(Exception, match="archive"):
+    with pytest.raises(InvalidInputError, match="archive"):
         RetentionRule(purge_after_days=3)
-    with pytest.raises(Exception, match="less"):
+    with pytest.raises(InvalidInputError, match="less"):
         RetentionRule(archive_after_days=5, purge_after_days=3)
 
 

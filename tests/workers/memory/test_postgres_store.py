@@ -6,9 +6,16 @@ from typing import Any
 
 import pytest
 
-from ditto import create_ditto
+from ditto import InvalidInputError, create_ditto
 from tests.services import PostgresSpace
-from workers.memory import MemoryDraft, MemoryFilter, MemoryPatch, OrderBy, create_memory_worker
+from workers.memory import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryPatch,
+    MemoryStoreError,
+    OrderBy,
+    create_memory_worker,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -104,8 +111,9 @@ async def test_a_schema_from_a_newer_version_is_refused(postgres_space: Postgres
     finally:
         await connection.close()
     store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
-    with pytest.raises(Exception, match="Upgrade Ditto"):
+    with pytest.raises(MemoryStoreError, match="Upgrade Ditto") as raised:
         await store.open()
+    assert raised.value.code == "STORE_CORRUPT"
     await store.aclose()
 
 
@@ -126,7 +134,7 @@ async def test_two_stores_opening_at_once_migrate_once(postgres_space: PostgresS
 
 
 def test_a_bad_schema_name_is_refused() -> None:
-    with pytest.raises(Exception, match="schema must match"):
+    with pytest.raises(InvalidInputError, match="schema must match"):
         PostgresMemoryStore.from_url("postgresql://x@localhost/db", schema='x"; DROP TABLE y; --')
 
 
@@ -202,8 +210,9 @@ async def test_usage_pending_when_a_write_fails_is_not_lost(postgres_space: Post
         now = item.created_at
         await s.record_usage([item.id], now)
         await s.record_usage([item.id], now)
-        with pytest.raises(Exception, match="no record"):
+        with pytest.raises(MemoryStoreError, match="no record") as raised:
             await s.update([MemoryPatch(id="missing", content=1)])
+        assert raised.value.code == "NOT_FOUND"
         await s.flush()
         (stored,) = await s.get([item.id], [], "default")
     assert stored.usage_count == 2

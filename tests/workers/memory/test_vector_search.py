@@ -14,7 +14,7 @@ import pytest
 
 from ditto import Ditto, create_ditto
 from tests.workers.memory.conftest import OpenStore
-from workers.memory import MemoryStore, create_memory_worker
+from workers.memory import MemoryStore, MemoryStoreError, create_memory_worker
 from workers.memory.embeddings import CallableEmbedder, HashingEmbedder
 from workers.memory.reindex import reindex
 
@@ -227,8 +227,9 @@ async def test_reindex_moves_a_store_to_a_new_model_and_resumes_after_a_failure(
             return super()._vectors(texts)
 
     new = Flaky("new", seed=2)
-    with pytest.raises(Exception, match="failed"):
+    with pytest.raises(MemoryStoreError, match="failed") as raised:
         await reindex(env.store, new, batch_size=10)
+    assert raised.value.code == "EMBEDDING_FAILED"
     state = await env.store.vector_state()
     assert state.active is not None
     assert state.active.model_id == "old"  # search still runs on the old model meanwhile
@@ -330,8 +331,9 @@ async def test_an_unfinished_reindex_leaves_the_old_model_whole(env: Env) -> Non
                 raise RuntimeError("gone")
             return super()._vectors(texts)
 
-    with pytest.raises(Exception, match="failed"):
+    with pytest.raises(MemoryStoreError, match="failed") as raised:
         await reindex(env.store, Failing("new", seed=2), batch_size=5)
+    assert raised.value.code == "EMBEDDING_FAILED"
     hits = await ok(runtime, "MEMORY.SEARCH", {"query": "doc-0", "strategy": "vector", "limit": 20})
     assert len(hits.hits) == 12  # every record still has its old-model vector
     # A record edited meanwhile loses its stale new-model vector and is embedded again.
