@@ -9,9 +9,9 @@ The runtime core never imports a worker; applications that want "what ``ditto.ya
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ditto.config import Settings, load_config
@@ -36,9 +36,23 @@ __all__ = (
 )
 
 
-def build_memory_store(settings: Settings) -> MemoryStore:
-    """The memory store ``settings`` describe (not opened yet)."""
-    from workers.memory import InProcessMemoryStore, SqliteMemoryStore
+def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryStore:
+    """The memory store ``settings`` describe (not opened yet).
+
+    Args:
+        settings: The configuration.
+        existing: Only open a store that exists (for commands that read): an SQLite file is
+            never created, and one that cannot be written is opened read-only.
+
+    Raises:
+        MemoryStoreError: ``STORE_UNAVAILABLE`` (``existing``): there is no SQLite file.
+    """
+    from workers.memory import (
+        InProcessMemoryStore,
+        MemoryErrorCode,
+        MemoryStoreError,
+        SqliteMemoryStore,
+    )
 
     memory = settings.workers.memory
     if memory.backend == "inprocess":
@@ -53,7 +67,14 @@ def build_memory_store(settings: Settings) -> MemoryStore:
             pool_size=memory.postgres_pool_size,
             statement_timeout_ms=memory.postgres_statement_timeout_ms,
         )
-    return SqliteMemoryStore(Path(memory.sqlite_path))
+    path = memory.sqlite_file
+    if not existing:
+        return SqliteMemoryStore(path)
+    if not path.is_file():
+        raise MemoryStoreError(f"no memory store at {path}", code=MemoryErrorCode.STORE_UNAVAILABLE)
+    # WAL readers need to write the -shm file beside the database, so the folder counts too.
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return SqliteMemoryStore(path, read_only=not writable)
 
 
 def build_embedder(settings: Settings) -> Embedder | None:
@@ -113,7 +134,10 @@ def build_context_worker(settings: Settings, store: ContextStateStore | None) ->
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings | None = None, *, workers: Iterable[WorkerDefinition] = ()
+    settings: Settings | None = None,
+    *,
+    workers: Iterable[WorkerDefinition] = (),
+    existing: bool = False,
 ) -> AsyncIterator[Ditto]:
     """A runtime with the configured MEMORY and CONTEXT workers (plus ``workers``), closed on
     exit. Stores are opened first and closed last, after the runtime has drained.
@@ -122,13 +146,14 @@ async def open_runtime(
         settings: Configuration; default :func:`~ditto.config.load_config` (``ditto.yaml`` and
             the environment).
         workers: More worker definitions to register.
+        existing: Only open a memory store that exists (see :func:`build_memory_store`).
     """
     from workers.memory import AccessPolicy, create_memory_worker
 
     settings = settings if settings is not None else load_config()
     memory = settings.workers.memory
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(build_memory_store(settings))
+        store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
         context_store = build_context_store(settings)
         if context_store is not None:
             stack.push_async_callback(context_store.aclose)

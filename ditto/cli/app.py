@@ -157,7 +157,7 @@ def _describe(output: object) -> str:
 def _memory_location(settings: Settings) -> str:
     memory = settings.workers.memory
     if memory.backend == "sqlite":
-        return str(Path(memory.sqlite_path).resolve())
+        return str(memory.sqlite_file.resolve())
     if memory.backend == "postgres":
         return f"{redact_url(memory.postgres_url)} (schema {memory.postgres_schema})"
     return f"{memory.backend} store"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
@@ -238,7 +237,7 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
             "vectors": await _vector_report(store),
         }
 
-    report = on_store(settings, gather)
+    report = on_store(settings, gather, reading=True)
     if as_json:
         print_json(report)
         return
@@ -298,7 +297,7 @@ def _size(settings: Settings) -> int | None:
     memory = settings.workers.memory
     if memory.backend != "sqlite":
         return None
-    path = Path(memory.sqlite_path)
+    path = memory.sqlite_file
     files = [path, path.with_name(path.name + "-wal")]
     return sum(file.stat().st_size for file in files if file.exists())
 
@@ -319,7 +318,7 @@ def history(
         found = await store.get([], [ref], namespace)
         return await require(store, HistoryLog).history(found[0].id if found else ref)
 
-    entries = on_store(settings, read)
+    entries = on_store(settings, read, reading=True)
     if as_json:
         print_json(entries)
     else:

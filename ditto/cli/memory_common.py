@@ -71,7 +71,7 @@ def call_nodes(
     from ditto.bootstrap import open_runtime
 
     async def run() -> list[Any]:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, existing=True) as runtime:
             outputs = []
             for node, payload in calls:
                 result = await runtime.invoke(node, payload, principal=principal)
@@ -87,16 +87,19 @@ def call_nodes(
         fail(exc.code, exc.message)
 
 
-def on_store(settings: Settings, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
+def on_store(
+    settings: Settings, work: Callable[[MemoryStore], Awaitable[T]], *, reading: bool = False
+) -> T:
     """Open the configured store, run ``work`` on it and close it; store errors exit coded.
     For the administrative commands (history, export, import, hygiene, audit) that act on the
-    store itself rather than through a principal's nodes."""
+    store itself rather than through a principal's nodes. ``reading``: the command only reads,
+    so it never creates a store (a missing one is an error) and reads a read-only one."""
     import anyio
 
     from ditto.bootstrap import build_memory_store
 
     async def run() -> T:
-        async with build_memory_store(settings) as store:
+        async with build_memory_store(settings, existing=reading) as store:
             return await work(store)
 
     try:

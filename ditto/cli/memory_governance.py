@@ -95,7 +95,7 @@ def audit(
             after=after, limit=limit, principal=principal
         )
 
-    entries = on_store(settings, read)
+    entries = on_store(settings, read, reading=True)
     if as_json:
         print_json(entries)
         return

@@ -78,7 +78,7 @@ def export(
                 progress.update(task, completed=count)
             return count
 
-    count = on_store(settings, run)
+    count = on_store(settings, run, reading=True)
     errors.print(f"exported {count} records", highlight=False)
 
 
@@ -87,7 +87,7 @@ def _export_target(path: Path, settings: Settings, force: bool) -> Path:
     file without ``--force``, in a folder that exists."""
     memory = settings.workers.memory
     if memory.backend == "sqlite":
-        database = Path(memory.sqlite_path).expanduser().resolve()
+        database = memory.sqlite_file.resolve()
         store_files = {database, *(database.with_name(database.name + end) for end in _SIDECARS)}
         if path.resolve() in store_files:
             fail_usage(f"{path} is the memory store itself: export to another file")

@@ -7,6 +7,7 @@ defaults live in YAML; URLs and credentials only ever come from the environment 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
@@ -172,6 +173,12 @@ class MemoryWorkerSettings(_Strict):
     the process exits; for tests and experiments)."""
     sqlite_path: str = Field("memory.sqlite", min_length=1)
     """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
+
+    @property
+    def sqlite_file(self) -> Path:
+        """``sqlite_path`` with ``~`` expanded: the file every command and the runtime open."""
+        return Path(self.sqlite_path).expanduser()
+
     query_limit: int = Field(100, ge=1, le=10_000)
     """QUERY page size when a request gives none."""
     search_limit: int = Field(10, ge=1, le=10_000)

@@ -5,6 +5,7 @@ keys (``^[A-Za-z0-9_:-]+$``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
-from workers.memory.errors import MemoryStoreError
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 from workers.memory.records import content_text, to_micros
 from workers.memory.search.text import fts_phrase
 from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values
@@ -163,6 +164,27 @@ def order_clause(order: OrderBy) -> tuple[str, str, str]:
     return ORDER_EXPRESSIONS[order.field], direction, comparison
 
 
+def _read_only_uri(path: Path) -> str:
+    """``mode=ro``; in a folder this process cannot write, also ``immutable`` — WAL readers
+    need the ``-shm`` file beside the database, which only a writer of the folder can create.
+    Immutable reads skip the write-ahead log, so they are refused while it holds changes.
+
+    Raises:
+        MemoryStoreError: ``STORE_READ_ONLY``: the log holds changes this reader cannot see.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    shm, wal = (path.with_name(path.name + end) for end in ("-shm", "-wal"))
+    if os.access(path.parent, os.W_OK) or shm.exists():
+        return uri
+    if wal.exists() and wal.stat().st_size > 0:
+        raise MemoryStoreError(
+            f"the memory store at {path} cannot be read here: its write-ahead log holds changes "
+            "and its folder is read-only (open it once where it can be written)",
+            code=MemoryErrorCode.STORE_READ_ONLY,
+        )
+    return uri + "&immutable=1"
+
+
 _CHUNK = 500  # ids per IN (...) list, well below SQLite's parameter limit
 
 
@@ -188,7 +210,7 @@ def connect(path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> 
     """A connection in autocommit mode (transactions are explicit), WAL, waiting up to
     ``busy_timeout_ms`` for another connection's lock; ``read_only`` opens an existing file
     that every write then refuses (``SQLITE_READONLY``)."""
-    target = f"{Path(path).resolve().as_uri()}?mode=ro" if read_only else path
+    target = _read_only_uri(Path(path)) if read_only else path
     connection = sqlite3.connect(
         target, isolation_level=None, check_same_thread=False, uri=read_only
     )
