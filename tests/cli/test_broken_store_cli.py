@@ -74,3 +74,30 @@ def test_a_broken_store_is_one_line_and_exit_3(
     assert "Traceback" not in result.output
     if before is not None:
         assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", COMMANDS[:-1], ids=lambda command: command[0])
+def test_reading_commands_never_create_a_store(command: list[str], tmp_path: Path) -> None:
+    path = tmp_path / "not-yet" / "memory.sqlite"
+    config = tmp_path / "ditto.yaml"
+    config.write_text(f"workers:\n  memory:\n    sqlite_path: '{path}'\n")
+
+    result = CliRunner().invoke(app, ["memory", *command, "--config", str(config)])
+
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip().splitlines()[-1] == f"STORE_UNAVAILABLE: no memory store at {path}"
+    assert not path.parent.exists()
+
+
+def test_the_store_path_expands_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    anyio.run(_fill, tmp_path / "home-store.sqlite")
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    sqlite_path: '~/home-store.sqlite'\n")
+
+    result = CliRunner().invoke(app, ["memory", "stats", "--json", "--config", str(config)])
+
+    assert result.exit_code == 0, result.output
+    assert '"records":300' in result.stdout
