@@ -158,6 +158,7 @@ def import_records(
     from workers.memory import HistoryEntry, MemoryItem
     from workers.memory.contracts import ExportLine
     from workers.memory.ports import HistoryLog, RecordImport, require
+    from workers.memory.validation import check_record
 
     settings = settings_or_exit(config)
     source = None if file == "-" else Path(file).expanduser()
@@ -189,10 +190,15 @@ def import_records(
                     continue
                 try:
                     parsed = decoder.decode(line)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    if parsed.record is not None:
+                        check_record(parsed.record)
+                    if parsed.entry is not None:
+                        check_record(parsed.entry)
+                except (msgspec.DecodeError, msgspec.ValidationError, DittoError) as exc:
+                    reason = exc.message if isinstance(exc, DittoError) else str(exc)
                     done = f"{records} records and {entries} history entries were imported"
                     raise DittoError(
-                        f"line {number}: {exc} ({done} before it)", code="INVALID_INPUT"
+                        f"line {number}: {reason} ({done} before it)", code="INVALID_INPUT"
                     ) from None
                 if parsed.type == "record" and parsed.record is not None:
                     batch.append(parsed.record)

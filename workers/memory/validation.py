@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
+from workers.memory.contracts import HistoryEntry, MemoryItem
 from workers.memory.errors import MemoryStoreError
 
-__all__ = ("FREE_TEXT", "MAX_DEPTH", "check_input")
+__all__ = ("FREE_TEXT", "MAX_DEPTH", "check_input", "check_record")
 
 MAX_DEPTH = 64
 """Most levels of nesting an input may have (the node input itself is level 0)."""
@@ -76,6 +77,36 @@ def check_input(request: msgspec.Struct, free_text: Collection[str] = FREE_TEXT)
                     stack.append((child, (where, name), depth + 1, nul_ok or name in free_text))
         else:
             raise _refused(where, f"contains a {type(value).__name__}, which is not JSON")
+
+
+_TIMESTAMPS = ("created_at", "updated_at", "last_used_at", "archived_at")
+
+
+def check_record(record: MemoryItem | HistoryEntry) -> None:
+    """Refuse an imported record (or history entry) that a write could never have stored, so
+    one bad line cannot poison every later read, export or count of the store: the checks of
+    :func:`check_input`, and timestamps that stay within the calendar in UTC (a store keeps
+    them as UTC microseconds).
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` naming the field.
+    """
+    check_input(record)
+    items = [("", record)] if isinstance(record, MemoryItem) else [("record.", record.record)]
+    if isinstance(record, HistoryEntry):
+        _check_moment("at", record.at)
+    for prefix, item in items:
+        for name in _TIMESTAMPS:
+            moment = getattr(item, name)
+            if moment is not None:
+                _check_moment(prefix + name, moment)
+
+
+def _check_moment(name: str, moment: datetime) -> None:
+    try:
+        moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise MemoryStoreError(f"{name} is outside the calendar in UTC") from None
 
 
 def _check_text(text: str, where: _Where, nul_ok: bool) -> None:

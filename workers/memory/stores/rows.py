@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from workers.memory.contracts import MemoryItem
+from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 from workers.memory.records import from_micros, to_micros
 
 __all__ = (
@@ -81,25 +82,36 @@ def row_to_item(row: Any) -> MemoryItem:
 
     Every read decodes rows here, so it passes fields by position (about half the cost of
     keywords) and reuses ``created_at`` for an ``updated_at`` that equals it.
+
+    Raises:
+        MemoryStoreError: ``STORE_CORRUPT`` naming the record, for a row no write could have
+            stored (a timestamp out of range, JSON that does not decode).
     """
-    created_at = from_micros(row[9])
-    return MemoryItem(
-        row[0],
-        row[1],
-        row[2],
-        _decode(row[3]),
-        row[4],
-        row[5],
-        _decode(row[6]),
-        _decode(row[7]),
-        row[8],
-        created_at,
-        created_at if row[10] == row[9] else from_micros(row[10]),
-        row[11],
-        row[12],
-        None if row[13] is None else from_micros(row[13]),
-        bool(row[14]),
-        None if row[15] is None else from_micros(row[15]),
-        row[16],
-        row[17],
-    )
+    try:
+        created_at = from_micros(row[9])
+        return MemoryItem(
+            row[0],
+            row[1],
+            row[2],
+            _decode(row[3]),
+            row[4],
+            row[5],
+            _decode(row[6]),
+            _decode(row[7]),
+            row[8],
+            created_at,
+            created_at if row[10] == row[9] else from_micros(row[10]),
+            row[11],
+            row[12],
+            None if row[13] is None else from_micros(row[13]),
+            bool(row[14]),
+            None if row[15] is None else from_micros(row[15]),
+            row[16],
+            row[17],
+        )
+    except (OverflowError, ValueError, msgspec.DecodeError) as exc:
+        raise MemoryStoreError(
+            f"the stored record {row[0]!r} is malformed ({type(exc).__name__}); delete it or "
+            "restore it from an export",
+            code=MemoryErrorCode.STORE_CORRUPT,
+        ) from exc
