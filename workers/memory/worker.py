@@ -69,6 +69,31 @@ _PATCH_FIELDS = (
 )
 
 
+def _namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
+    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
+    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
+    they write. A draft naming two different namespaces is refused, never guessed.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
+            differs from a namespace the draft gives.
+    """
+    named = draft.metadata.get("namespace", draft.namespace)
+    if named == draft.namespace:
+        return draft
+    if not isinstance(named, str) or not 1 <= len(named) <= 256:
+        raise MemoryStoreError(
+            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
+            "characters)"
+        )
+    if draft.namespace != DEFAULT_NAMESPACE:
+        raise MemoryStoreError(
+            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
+            f"metadata.namespace {named!r}"
+        )
+    return msgspec.structs.replace(draft, namespace=named)
+
+
 def _check_limit(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
         raise InvalidInputError(f"{name} must be an integer from 1 to {MAX_LIMIT}")
@@ -196,6 +221,8 @@ class _MemoryNodes:
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
         self._start_hygiene()
         check_input(request)
+        memories = [_namespaced(position, draft) for position, draft in enumerate(request.memories)]
+        request = msgspec.structs.replace(request, memories=memories)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
             if draft.key is None:

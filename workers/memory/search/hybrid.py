@@ -10,7 +10,8 @@
   min-max normalised over its candidates, ``score = vector_weight · v + keyword_weight · k``
   (PRX's linear fusion; default weights 0.7 / 0.3).
 * ``auto`` (the default) — ``hybrid`` when an embedder is configured, else ``keyword``.
-* ``recent-keyword`` — keyword candidates re-ranked by ``metadata["saved_at"]``.
+* ``recent-keyword`` — keyword candidates re-ranked by ``metadata["saved_at"]`` (or the
+  handbook's ``savedAt``).
 
 Options: ``explain`` (each hit carries its per-leg rank and score, each leg's contribution and
 the fused score — the contributions add up to it), ``min_score`` (drop hits scoring less),

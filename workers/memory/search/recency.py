@@ -1,9 +1,9 @@
 """``recency_search``: the handbook's ``recent-keyword`` strategy.
 
 Keyword candidates from the store, re-ranked by age: ``score = 1 / (1 + age_days)`` where the
-age comes from ``metadata["saved_at"]`` (an ISO 8601 time; missing or unparsable scores 0). It
-only re-orders what the store returned, so it cannot promise the newest relevant records of a
-whole corpus: it looks at ``min(limit * 4, 100)`` candidates.
+age comes from ``metadata["saved_at"]`` or the handbook's ``savedAt`` (an ISO 8601 time; missing
+or unparsable scores 0). It only re-orders what the store returned, so it cannot promise the
+newest relevant records of a whole corpus: it looks at ``min(limit * 4, 100)`` candidates.
 """
 
 from __future__ import annotations
@@ -49,11 +49,16 @@ class RecencySearch:
         )
         now = self._now()
         rescored = [
-            msgspec.structs.replace(hit, score=_freshness(hit.memory.metadata.get("saved_at"), now))
+            msgspec.structs.replace(hit, score=_freshness(_saved_at(hit.memory.metadata), now))
             for hit in candidates
         ]
         rescored.sort(key=lambda hit: (-(hit.score or 0.0), hit.memory.id))
         return rescored[:limit]
+
+
+def _saved_at(metadata: dict[str, object]) -> object:
+    """``saved_at``, or the handbook's ``savedAt`` (the reference's spelling)."""
+    return metadata.get("saved_at", metadata.get("savedAt"))
 
 
 def _freshness(saved_at: object, now: datetime) -> float:
