@@ -124,16 +124,28 @@ def get_records(
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Show records by id or key (exit 1 when none is found)."""
+    """Show records by id or key (exit 1 when none is found; a key that lives in another
+    namespace is named with its namespaces)."""
+    settings = settings_or_exit(config)
     request = {"ids": refs, "keys": refs, "namespace": namespace, "include_archived": archived}
-    (found,) = call_nodes(settings_or_exit(config), [("MEMORY.GET", request)], principal)
+    calls = [("MEMORY.GET", request)]
+    # Keys the namespace does not hold may live elsewhere: one query per key, asked together.
+    calls += [
+        ("MEMORY.QUERY", {"filter": {"key": ref, "archived": "include"}, "limit": 20})
+        for ref in refs
+    ]
+    found, *elsewhere = call_nodes(settings, calls, principal)
     if as_json:
         print_json(found)
     else:
         for item in found.items:
             console.print_json(msgspec.json.encode(item).decode())
     if not found.items:
-        errors.print("no record found")
+        namespaces = sorted({item.namespace for page in elsewhere for item in page.items})
+        hint = f" in namespace {namespace!r}"
+        if namespaces:
+            hint += f"; the key exists in {', '.join(map(repr, namespaces))} (pass --namespace)"
+        errors.print(escape(f"no record found{hint}"), highlight=False)
         raise typer.Exit(EXIT_NOT_FOUND)
 
 

@@ -109,10 +109,13 @@ def on_store(
 
 
 def preview(item: Any) -> str:
-    """One line of a record: its summary, else its content's text, cut to fit a table."""
+    """One line of a record: its content's text, then its summary labelled as one, cut to fit
+    a table column (the content is what was stored; a summary only describes it)."""
     from workers.memory.records import content_text
 
-    text = " ".join((item.summary or content_text(item.content)).split())
+    text = " ".join(content_text(item.content).split())
+    if item.summary:
+        text += f" (summary: {' '.join(item.summary.split())})"
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 

