@@ -49,15 +49,22 @@ NamespaceOption = Annotated[str | None, typer.Option(help="Only this namespace."
 _PREVIEW = 60
 
 
+_EXIT_CODES = {
+    "NOT_FOUND": EXIT_NOT_FOUND,
+    "INVALID_INPUT": EXIT_USAGE,
+    "INVALID_CONFIG": EXIT_USAGE,
+    "SEARCH_UNAVAILABLE": EXIT_USAGE,
+    "EMBEDDER_UNAVAILABLE": EXIT_USAGE,
+    "FORBIDDEN": EXIT_FORBIDDEN,
+}
+
+
 def fail(code: str, message: str) -> NoReturn:
     """Print a coded error (never a traceback) and exit: 1 for a missing record, 2 for refused
-    input, 3 for a failing or unreachable store, 4 for access control's ``FORBIDDEN``."""
+    input or a configuration that cannot do what was asked (no search, no embedder), 3 for a
+    failing or unreachable store, 4 for access control's ``FORBIDDEN``."""
     errors.print(f"[red]{escape(code)}:[/red] {escape(message)}", highlight=False)
-    exit_code = {
-        "NOT_FOUND": EXIT_NOT_FOUND,
-        "INVALID_INPUT": EXIT_USAGE,
-        "FORBIDDEN": EXIT_FORBIDDEN,
-    }.get(code, EXIT_STORE)
+    exit_code = _EXIT_CODES.get(code, EXIT_STORE)
     raise typer.Exit(exit_code)
 
 
