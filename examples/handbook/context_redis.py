@@ -13,6 +13,7 @@ The example writes under a private key prefix and deletes its key when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from redis.exceptions import RedisError
 
-from ditto import NodeResult, create_ditto, graph
+from ditto import DittoError, NodeFailedError, NodeResult, create_ditto, graph
 from workers.context import ContextScope, RedisContextStore, create_context_worker
 from workers.memory import SqliteMemoryStore, create_memory_worker
 
@@ -132,7 +134,9 @@ async def main(url: str, directory: Path) -> None:
                 print(f"writer A: {first.status}")
                 print(f"writer B: {second.status} {second.error.code if second.error else ''}")
     finally:
-        await context_store.client.delete(context_store.redis_key(ContextScope(**SCOPE)))
+        # Best-effort cleanup: when Redis is down, the run's own error is the one to show.
+        with contextlib.suppress(RedisError):
+            await context_store.client.delete(context_store.redis_key(ContextScope(**SCOPE)))
         await context_store.aclose()
 
 
@@ -142,4 +146,8 @@ if __name__ == "__main__":
         sys.exit("set DITTO_WORKER_CONTEXT_REDIS_URL (e.g. redis://127.0.0.1:6379/0) to run this")
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".examples-handbook")
     target.mkdir(parents=True, exist_ok=True)
-    anyio.run(main, redis_url, target)
+    try:
+        anyio.run(main, redis_url, target)
+    except DittoError as exc:  # e.g. STATE_STORE_UNAVAILABLE when Redis is down
+        # A failed node stops the plan in the binder that unwraps it: show the node's error.
+        sys.exit(str(exc.__cause__ if isinstance(exc.__cause__, NodeFailedError) else exc))
