@@ -10,6 +10,7 @@ needs on first use (again only when ``pyproject.toml`` changes).
     python3 tasks.py format            ruff format + ruff check --fix
     python3 tasks.py typecheck         mypy --strict on ditto and workers
     python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
+    python3 tasks.py run SCRIPT [ARGS] run a script (an example) with the project installed
 """
 
 from __future__ import annotations
@@ -127,6 +128,13 @@ def bench(args: Sequence[str]) -> None:
         _run(PYTHON, ROOT / "bench" / f"{name}.py")
 
 
+def run_script(args: Sequence[str]) -> None:
+    if not args:
+        sys.exit("usage: python3 tasks.py run SCRIPT [ARGS...]")
+    ensure_env()
+    _run(PYTHON, *args)
+
+
 TASKS = {
     "demo": demo,
     "test": test,
@@ -134,6 +142,7 @@ TASKS = {
     "format": format_code,
     "typecheck": typecheck,
     "bench": bench,
+    "run": run_script,
 }
 
 

@@ -1,6 +1,6 @@
 """Quickstart: define a worker, invoke a node, run a graph.
 
-    python examples/quickstart.py
+    python3 tasks.py run examples/quickstart.py
 
 The graph fans out one weather lookup per city, then writes a report that depends on all of
 them. One lookup fails (no station), one times out (too slow); the report's binder checks each

@@ -1,7 +1,7 @@
 """Context in Redis, fed from memory: LOAD, recall, UPDATE, SELECT, and a stale writer.
 
     export DITTO_WORKER_CONTEXT_REDIS_URL=redis://127.0.0.1:6379/0
-    python examples/handbook/context_redis.py
+    python3 tasks.py run examples/handbook/context_redis.py
 
 One graph loads a session's working set into Redis, searches memory, maps the hits into the
 working set (``memory:<id>`` items whose relevance is the search score), and selects what fits

@@ -1,6 +1,6 @@
 """A custom memory algorithm: keyword candidates from SQLite, re-ranked by recency.
 
-    python examples/handbook/memory_ranking.py [DIRECTORY]
+    python3 tasks.py run examples/handbook/memory_ranking.py [DIRECTORY]
 
 Two records mention Redis; ``recency_search`` scores each ``1 / (1 + age_days)`` from
 ``metadata["saved_at"]`` at a fixed evaluation time, so the newer one ranks first (0.5 against

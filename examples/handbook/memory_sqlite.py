@@ -1,6 +1,6 @@
 """Durable memory in a SQLite file: write, close, reopen, read back.
 
-    python examples/handbook/memory_sqlite.py [DIRECTORY]
+    python3 tasks.py run examples/handbook/memory_sqlite.py [DIRECTORY]
 
 Run it twice: the second run finds the record from the first and adds nothing, because the
 write is keyed (``alice:language``) and identical drafts replay the stored record.

@@ -1,6 +1,6 @@
 """Plan, then execute: keep the current plan in memory under a stable key.
 
-    python examples/handbook/plan_then_execute.py [DIRECTORY]
+    python3 tasks.py run examples/handbook/plan_then_execute.py [DIRECTORY]
 
 Reads ``plan:current`` by key (creating it on the first run), marks the next open step done and
 upserts it back. The upsert keeps the record's id, creation time and usage statistics and bumps
