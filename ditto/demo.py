@@ -9,7 +9,8 @@ It shows the things every Ditto graph deals with:
   the summary's binder skips it after checking ``.ok`` instead of crashing on a missing output;
 * **a timeout** — the ``web`` lookup is slower than its task timeout and ends as ``timeout``;
 * **durable memory** — the summary is written to MEMORY under a stable key (re-runs replace it
-  instead of adding duplicates), then searched and listed by how often each record was used;
+  instead of adding duplicates), listed by how often earlier runs used each record, then
+  searched (which counts as a use for the next run);
 * **a working set** — the recalled memories enter an explicit CONTEXT (``memory:<id>`` items
   with their relevance), and SELECT picks what fits a token budget for the next model call.
   Explicit mode needs no Redis.
@@ -142,7 +143,8 @@ def _bind_memory_write(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[
 
 def _after_write(build: Callable[[str], dict[str, Any]]) -> Binder:
     def bind(topic: str, deps: Mapping[str, NodeResult[Any]]) -> dict[str, Any]:
-        deps["remember"].unwrap()  # raises (stopping the run) if the write failed
+        for result in deps.values():
+            result.unwrap()  # raises (stopping the run) if the write (or the listing) failed
         return build(topic)
 
     return bind
@@ -204,24 +206,14 @@ PROMPT_TOKENS = 60
 
 def build_graph() -> Graph:
     """Four lookups fanned out from the run input, one summary that depends on all of them;
-    the summary remembered, recalled and listed; the recalled memories put into a working set
+    the summary remembered, listed and recalled; the recalled memories put into a working set
     and selected for a prompt."""
     plan = build_research_graph()
     return (
         plan.node("remember", "MEMORY.WRITE", ["summarize"], _bind_memory_write)
         .node(
-            "recall",
-            "MEMORY.SEARCH",
-            ["remember"],
-            _after_write(
-                lambda topic: {
-                    "query": f"what do we know about {topic}?",
-                    "filter": {"namespace": MEMORY_NAMESPACE},
-                    "limit": 3,
-                }
-            ),
-        )
-        .node(
+            # Before the recall, so it shows the uses of earlier runs, which are stored by now:
+            # listed after it, this run's uses (recorded in the background) would race the read.
             "listing",
             "MEMORY.QUERY",
             ["remember"],
@@ -230,6 +222,18 @@ def build_graph() -> Graph:
                     "filter": {"namespace": MEMORY_NAMESPACE},
                     "order_by": {"field": "usage_count", "direction": "desc"},
                     "limit": 5,
+                }
+            ),
+        )
+        .node(
+            "recall",
+            "MEMORY.SEARCH",
+            ["listing"],
+            _after_write(
+                lambda topic: {
+                    "query": f"what do we know about {topic}?",
+                    "filter": {"namespace": MEMORY_NAMESPACE},
+                    "limit": 3,
                 }
             ),
         )

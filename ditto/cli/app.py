@@ -125,7 +125,7 @@ def demo(
     console.print(f"[bold]summary:[/bold] {escape(result['summarize'].unwrap().text)}")
     console.print(
         f"[bold]memory:[/bold] {_memory_location(settings)} — recalled "
-        f"{len(result['recall'].unwrap().hits)}, listing (most used first):"
+        f"{len(result['recall'].unwrap().hits)}, listing (most used in earlier runs first):"
     )
     for item in result["listing"].unwrap().items:
         console.print(f"  {item.key:<28} used {item.usage_count}x  version {item.version}")
