@@ -49,6 +49,14 @@ DEFAULT_CATEGORY = "core"
 
 Limit = Annotated[int, Meta(ge=1, le=10_000)]
 """Every limit is an integer from 1 to 10,000."""
+MAX_BATCH = 10_000
+"""Most records, ids or keys one call may name (a WRITE, UPDATE, GET or DELETE batch)."""
+MAX_FILTER_TAGS = 100
+"""Most tags one filter may list (``tags_any``, ``tags_all``)."""
+MAX_FILTER_METADATA = 32
+"""Most metadata keys one filter may compare."""
+MAX_QUERY_CHARS = 10_000
+"""Longest text query SEARCH accepts: every query's cost stays bounded."""
 NonEmpty = Annotated[str, Meta(min_length=1, max_length=1024)]
 Name = Annotated[str, Meta(min_length=1, max_length=256)]
 Tag = Annotated[str, Meta(min_length=1, max_length=256)]
@@ -172,12 +180,14 @@ class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
     category: Name | None = None
     key: NonEmpty | None = None
     key_prefix: NonEmpty | None = None
-    tags_any: list[Tag] | None = None
+    tags_any: Annotated[list[Tag], Meta(max_length=MAX_FILTER_TAGS)] | None = None
     """At least one of these tags."""
-    tags_all: list[Tag] | None = None
+    tags_all: Annotated[list[Tag], Meta(max_length=MAX_FILTER_TAGS)] | None = None
     """Every one of these tags."""
     source: str | None = None
-    metadata: dict[MetadataKey, Scalar] | None = None
+    metadata: Annotated[dict[MetadataKey, Scalar], Meta(max_length=MAX_FILTER_METADATA)] | None = (
+        None
+    )
     """Equality on top-level metadata keys (a JSON ``true`` never equals ``1``)."""
     created_after: Timestamp | None = None
     created_before: Timestamp | None = None
@@ -199,8 +209,10 @@ class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class GetInput(_Frozen, frozen=True, forbid_unknown_fields=True):
-    ids: list[NonEmpty] = msgspec.field(default_factory=list)
-    keys: list[NonEmpty] = msgspec.field(default_factory=list)
+    ids: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)] = msgspec.field(default_factory=list)
+    keys: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)] = msgspec.field(
+        default_factory=list
+    )
     namespace: Name = DEFAULT_NAMESPACE
     """The namespace ``keys`` are looked up in (ids are global)."""
     include_archived: bool = False
@@ -226,7 +238,8 @@ class QueryOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 class SearchInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     query: Any
-    """Usually text; providers define what else they accept."""
+    """Usually text (at most ``MAX_QUERY_CHARS`` characters); providers define what else they
+    accept."""
     strategy: Name | None = None
     filter: MemoryFilter = msgspec.field(default_factory=MemoryFilter)
     limit: Limit | None = None
@@ -244,7 +257,7 @@ class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
-    memories: list[MemoryDraft]
+    memories: Annotated[list[MemoryDraft], Meta(max_length=MAX_BATCH)]
     mode: WriteMode = "create"
 
 
@@ -254,7 +267,7 @@ class WriteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class UpdateInput(_Frozen, frozen=True, forbid_unknown_fields=True):
-    updates: list[MemoryPatch]
+    updates: Annotated[list[MemoryPatch], Meta(max_length=MAX_BATCH)]
 
 
 class UpdateOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -262,7 +275,7 @@ class UpdateOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class DeleteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
-    ids: list[NonEmpty]
+    ids: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)]
 
 
 class DeleteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

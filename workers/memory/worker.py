@@ -22,6 +22,7 @@ from workers.memory.access import AccessControl, AccessPolicy
 from workers.memory.boundary import backend_boundary, check_items, off_contract
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
+    MAX_QUERY_CHARS,
     DeleteInput,
     DeleteOutput,
     GetInput,
@@ -193,6 +194,8 @@ class _MemoryNodes:
 
     async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
         self._start_hygiene()
+        if isinstance(request.query, str) and len(request.query) > MAX_QUERY_CHARS:
+            raise MemoryStoreError(f"query is longer than {MAX_QUERY_CHARS} characters")
         check_input(request)
         principal = self.access.principal(ctx)
         limit = request.limit or self.search_limit
