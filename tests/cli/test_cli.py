@@ -1,47 +1,15 @@
-"""The ``ditto`` command, through its installed console script."""
+"""The ``ditto`` command: in process, and end to end through its installed console script."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import ditto
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def ditto_command() -> list[str]:
-    script = Path(sys.executable).parent / "ditto"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("ditto")
-    if found is None:
-        pytest.fail("the `ditto` console script is not installed (pip install -e .)")
-    return [found]
-
-
-def run_cli(
-    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("DITTO_WORKER_")}
-    environment.pop("DITTO_CONFIG", None)
-    environment.update(env or {})
-    environment["COLUMNS"] = "200"
-    return subprocess.run(
-        [*ditto_command(), *args],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.cli.runner import invoke_cli, run_cli
 
 
 def test_version() -> None:
@@ -51,35 +19,35 @@ def test_version() -> None:
 
 
 def test_no_arguments_prints_help_and_is_a_usage_error() -> None:
-    completed = run_cli()
-    assert completed.returncode == 2
+    completed = invoke_cli()
+    assert completed.exit_code == 2
     assert "config" in completed.stdout + completed.stderr
 
 
 def test_config_check_prints_the_effective_settings() -> None:
-    completed = run_cli("config", "check", "ditto.yaml", "--json")
-    assert completed.returncode == 0, completed.stderr
+    completed = invoke_cli("config", "check", "ditto.yaml", "--json")
+    assert completed.exit_code == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report["source"] == "ditto.yaml"
     assert report["settings"]["runtime"]["timeout_ms"] == 30000
 
 
 def test_config_check_redacts_credentials_from_the_environment() -> None:
-    completed = run_cli(
+    completed = invoke_cli(
         "config",
         "check",
         "--json",
         env={"DITTO_WORKER_CONTEXT_REDIS_URL": "redis://ops:hunter2@cache:6379/0"},
     )
-    assert completed.returncode == 0, completed.stderr
+    assert completed.exit_code == 0, completed.stderr
     assert "hunter2" not in completed.stdout
     report = json.loads(completed.stdout)
     assert report["settings"]["workers"]["context"]["redis_url"] == "redis://***@cache:6379/0"
 
 
 def test_config_check_table_output(tmp_path: Path) -> None:
-    completed = run_cli("config", "check", cwd=tmp_path)
-    assert completed.returncode == 0
+    completed = invoke_cli("config", "check", cwd=tmp_path)
+    assert completed.exit_code == 0
     assert "runtime.timeout_ms" in completed.stdout
     assert "library defaults" in completed.stdout
 
@@ -87,8 +55,8 @@ def test_config_check_table_output(tmp_path: Path) -> None:
 def test_bad_config_exits_2_with_the_key_path(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("runtime:\n  timeout_ms: -5\n  password: hunter2\n")
-    completed = run_cli("config", "check", str(bad))
-    assert completed.returncode == 2
+    completed = invoke_cli("config", "check", str(bad))
+    assert completed.exit_code == 2
     assert "runtime.password" in completed.stderr
     assert "hunter2" not in completed.stderr + completed.stdout
 
@@ -102,9 +70,9 @@ def test_demo_runs_and_shows_every_status(tmp_path: Path) -> None:
 
 
 def test_demo_memory_is_durable_and_reruns_add_no_duplicates(tmp_path: Path) -> None:
-    run_cli("demo", cwd=tmp_path)
-    second = run_cli("demo", cwd=tmp_path)
-    assert second.returncode == 0, second.stderr
+    invoke_cli("demo", cwd=tmp_path)
+    second = invoke_cli("demo", cwd=tmp_path)
+    assert second.exit_code == 0, second.stderr
     listing = [
         line.split()
         for line in second.stdout.splitlines()
@@ -118,8 +86,8 @@ def test_demo_memory_is_durable_and_reruns_add_no_duplicates(tmp_path: Path) -> 
 def test_demo_uses_the_configured_store(tmp_path: Path) -> None:
     config = tmp_path / "ditto.yaml"
     config.write_text("workers:\n  memory:\n    backend: inprocess\n")
-    completed = run_cli("demo", "--config", str(config), cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr
+    completed = invoke_cli("demo", "--config", str(config), cwd=tmp_path)
+    assert completed.exit_code == 0, completed.stderr
     assert "memory: inprocess store" in completed.stdout
     assert not (tmp_path / "memory.sqlite").exists()
 
@@ -134,18 +102,18 @@ def test_python_dash_m_ditto_is_the_same_command() -> None:
 def test_config_check_reports_the_memory_backend_without_secrets(tmp_path: Path) -> None:
     config = tmp_path / "ditto.yaml"
     config.write_text("workers:\n  memory:\n    backend: postgres\n")
-    completed = run_cli(
+    completed = invoke_cli(
         "config",
         "check",
         str(config),
         "--json",
         env={"DITTO_WORKER_MEMORY_POSTGRES_URL": "postgresql://app:hunter2@db:5432/prod"},
     )
-    assert completed.returncode == 0, completed.stderr
+    assert completed.exit_code == 0, completed.stderr
     memory = json.loads(completed.stdout)["settings"]["workers"]["memory"]
     assert memory["backend"] == "postgres"
     assert memory["postgres_url"] == "postgresql://***@db:5432/prod"
     assert "hunter2" not in completed.stdout
-    missing = run_cli("config", "check", str(config))
-    assert missing.returncode == 2
+    missing = invoke_cli("config", "check", str(config))
+    assert missing.exit_code == 2
     assert "DITTO_WORKER_MEMORY_POSTGRES_URL" in missing.stderr

@@ -1,4 +1,5 @@
-"""``ditto memory``: the configured store seen from the command line (real entry point)."""
+"""``ditto memory``: the configured store seen from the command line (one test through the
+real entry point)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli import run_cli
+from tests.cli.runner import invoke_cli, run_cli
 from workers.memory import MemoryDraft, SqliteMemoryStore
 
 
@@ -44,8 +45,8 @@ def seeded(tmp_path: Path) -> Path:
 
 
 def test_stats_counts_per_namespace_and_category(seeded: Path) -> None:
-    completed = run_cli("memory", "stats", "--json", "--config", str(seeded))
-    assert completed.returncode == 0, completed.stderr
+    completed = invoke_cli("memory", "stats", "--json", "--config", str(seeded))
+    assert completed.exit_code == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report["records"] == 3
     assert report["backend"] == "sqlite"
@@ -60,18 +61,18 @@ def test_stats_counts_per_namespace_and_category(seeded: Path) -> None:
     assert report["index_health"]["integrity"] == "ok"
     assert report["size_bytes"] > 0
     assert report["oldest"] <= report["newest"]
-    table = run_cli("memory", "stats", "--config", str(seeded))
+    table = invoke_cli("memory", "stats", "--config", str(seeded))
     assert "3 records (sqlite)" in table.stdout
 
 
 def test_list_filters_and_pages(seeded: Path) -> None:
-    first = run_cli(
+    first = invoke_cli(
         "memory", "list", "--namespace", "ops", "--limit", "1", "--json", "--config", str(seeded)
     )
-    assert first.returncode == 0, first.stderr
+    assert first.exit_code == 0, first.stderr
     page = json.loads(first.stdout)
     assert len(page["items"]) == 1
-    second = run_cli(
+    second = invoke_cli(
         "memory",
         "list",
         "--namespace",
@@ -86,44 +87,44 @@ def test_list_filters_and_pages(seeded: Path) -> None:
     )
     keys = {page["items"][0]["key"], json.loads(second.stdout)["items"][0]["key"]}
     assert keys == {"note:1", "note:2"}
-    tagged = run_cli("memory", "list", "--tag", "kitchen", "--json", "--config", str(seeded))
+    tagged = invoke_cli("memory", "list", "--tag", "kitchen", "--json", "--config", str(seeded))
     assert [item["key"] for item in json.loads(tagged.stdout)["items"]] == ["note:1"]
-    table = run_cli("memory", "list", "--config", str(seeded))
+    table = invoke_cli("memory", "list", "--config", str(seeded))
     assert "3 records" in table.stdout
 
 
 def test_get_by_key_or_id_and_exit_1_when_missing(seeded: Path) -> None:
-    found = run_cli(
+    found = invoke_cli(
         "memory", "get", "pref:lang", "--namespace", "alice", "--json", "--config", str(seeded)
     )
-    assert found.returncode == 0, found.stderr
+    assert found.exit_code == 0, found.stderr
     (item,) = json.loads(found.stdout)["items"]
-    by_id = run_cli("memory", "get", item["id"], "--json", "--config", str(seeded))
+    by_id = invoke_cli("memory", "get", item["id"], "--json", "--config", str(seeded))
     assert json.loads(by_id.stdout)["items"][0]["content"] == {"language": "zh-CN"}
-    missing = run_cli("memory", "get", "nope", "--config", str(seeded))
-    assert missing.returncode == 1
+    missing = invoke_cli("memory", "get", "nope", "--config", str(seeded))
+    assert missing.exit_code == 1
     assert "no record found" in missing.stderr
 
 
 def test_search_ranks_hits_and_exit_1_when_nothing_matches(seeded: Path) -> None:
-    hits = run_cli(
+    hits = invoke_cli(
         "memory", "search", "is the espresso machine broken?", "--json", "--config", str(seeded)
     )
-    assert hits.returncode == 0, hits.stderr
+    assert hits.exit_code == 0, hits.stderr
     assert json.loads(hits.stdout)["hits"][0]["memory"]["key"] == "note:1"
-    nothing = run_cli("memory", "search", "zebra", "--config", str(seeded))
-    assert nothing.returncode == 1
-    bad = run_cli("memory", "search", "x", "--strategy", "vector-magic", "--config", str(seeded))
-    assert bad.returncode == 2
+    nothing = invoke_cli("memory", "search", "zebra", "--config", str(seeded))
+    assert nothing.exit_code == 1
+    bad = invoke_cli("memory", "search", "x", "--strategy", "vector-magic", "--config", str(seeded))
+    assert bad.exit_code == 2
     assert "INVALID_INPUT" in bad.stderr
 
 
 def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
-    assert run_cli("memory", "list", "--limit", "0").returncode == 2
+    assert invoke_cli("memory", "list", "--limit", "0").exit_code == 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("workers:\n  memory:\n    backend: floppy\n")
-    completed = run_cli("memory", "stats", "--config", str(bad))
-    assert completed.returncode == 2
+    completed = invoke_cli("memory", "stats", "--config", str(bad))
+    assert completed.exit_code == 2
     assert "workers.memory.backend" in completed.stderr
 
 
@@ -159,19 +160,19 @@ def test_history_lists_changes_by_key_and_survives_deletion(seeded: Path) -> Non
             return item.id
 
     item_id = anyio.run(change)
-    by_id = run_cli("memory", "history", item_id, "--json", "--config", str(seeded))
-    assert by_id.returncode == 0, by_id.stderr
+    by_id = invoke_cli("memory", "history", item_id, "--json", "--config", str(seeded))
+    assert by_id.exit_code == 0, by_id.stderr
     entries = json.loads(by_id.stdout)
     assert [(entry["change"], entry["version"]) for entry in entries] == [
         ("create", 1),
         ("update", 2),
         ("delete", 2),
     ]
-    live = run_cli("memory", "history", "note:2", "--namespace", "ops", "--config", str(seeded))
-    assert live.returncode == 0
+    live = invoke_cli("memory", "history", "note:2", "--namespace", "ops", "--config", str(seeded))
+    assert live.exit_code == 0
     assert "create" in live.stdout
-    missing = run_cli("memory", "history", "nope", "--config", str(seeded))
-    assert missing.returncode == 1
+    missing = invoke_cli("memory", "history", "nope", "--config", str(seeded))
+    assert missing.exit_code == 1
 
 
 def _all(database: Path) -> list[Any]:
@@ -190,8 +191,8 @@ def test_export_then_import_reproduces_every_record_and_is_idempotent(
     seeded: Path, tmp_path: Path
 ) -> None:
     exported = tmp_path / "export.jsonl"
-    completed = run_cli("memory", "export", str(exported), "--history", "--config", str(seeded))
-    assert completed.returncode == 0, completed.stderr
+    completed = invoke_cli("memory", "export", str(exported), "--history", "--config", str(seeded))
+    assert completed.exit_code == 0, completed.stderr
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert sorted(line["type"] for line in lines) == ["history"] * 3 + ["record"] * 3
 
@@ -199,8 +200,8 @@ def test_export_then_import_reproduces_every_record_and_is_idempotent(
     target = tmp_path / "copy.yaml"
     target.write_text(f"workers:\n  memory:\n    sqlite_path: '{target_db}'\n")
     for _ in range(2):  # the second import changes nothing
-        imported = run_cli("memory", "import", str(exported), "--config", str(target))
-        assert imported.returncode == 0, imported.stderr
+        imported = invoke_cli("memory", "import", str(exported), "--config", str(target))
+        assert imported.exit_code == 0, imported.stderr
         assert "imported 3 records" in imported.stderr
     source_db = Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite"))
     assert _all(target_db) == _all(source_db)
@@ -214,7 +215,7 @@ def test_export_imports_into_another_backend(seeded: Path, tmp_path: Path) -> No
     from workers.memory.contracts import ExportLine
 
     exported = tmp_path / "export.jsonl"
-    assert run_cli("memory", "export", str(exported), "--config", str(seeded)).returncode == 0
+    assert invoke_cli("memory", "export", str(exported), "--config", str(seeded)).exit_code == 0
     records = [
         line.record
         for line in map(msgspec.json.Decoder(ExportLine).decode, exported.read_bytes().splitlines())
@@ -233,7 +234,7 @@ def test_export_imports_into_another_backend(seeded: Path, tmp_path: Path) -> No
 def test_import_refuses_a_malformed_file(tmp_path: Path, seeded: Path) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"type": "record", "record": {"id": 5}}\n')
-    completed = run_cli("memory", "import", str(broken), "--config", str(seeded))
-    assert completed.returncode == 2
+    completed = invoke_cli("memory", "import", str(broken), "--config", str(seeded))
+    assert completed.exit_code == 2
     assert "line 1" in completed.stderr
     assert len(_all(Path(str(seeded).replace("ditto.yaml", "cli-memory.sqlite")))) == 3

@@ -12,11 +12,12 @@ from ditto import (
     NodeContext,
     RuntimeClosedError,
     WorkerCleanupError,
+    WorkerDefinitionError,
     create_ditto,
     define_worker,
     graph,
 )
-from tests.runtime.probes import Probe, work
+from tests.runtime.probes import Probe, start_closing, work
 
 pytestmark = pytest.mark.anyio
 
@@ -25,19 +26,22 @@ async def test_close_drains_accepted_invocations_and_runs() -> None:
     probe = Probe()
     runtime = create_ditto(workers=[probe.worker()])
     results: dict[str, Any] = {}
-    plan = graph("g").node("a", "PROBE.WORK", [], lambda i, d: work("in-graph", delay=0.1))
+    plan = graph("g").node("a", "PROBE.WORK", [], lambda i, d: work("in-graph", hold=True))
     async with anyio.create_task_group() as group:
 
         async def invoke() -> None:
-            results["invoke"] = await runtime.invoke("PROBE.WORK", work("accepted", delay=0.1))
+            results["invoke"] = await runtime.invoke("PROBE.WORK", work("accepted", hold=True))
 
         async def run() -> None:
             results["run"] = await runtime.run(plan)
 
         group.start_soon(invoke)
         group.start_soon(run)
-        await anyio.sleep(0.02)
-        await runtime.close()
+        await probe.started("accepted", "in-graph")
+        await start_closing(group, runtime)
+        assert results == {}  # close() waits on the accepted work
+        probe.release("accepted", "in-graph")
+        await runtime.close()  # a second close() returns when the first has
         # close() returned only after the accepted work finished, and before disposing.
         assert results["invoke"].ok
         assert results["run"].ok
@@ -49,10 +53,9 @@ async def test_new_work_is_refused_once_closing_starts() -> None:
     probe = Probe()
     runtime = create_ditto(workers=[probe.worker()])
     async with anyio.create_task_group() as group:
-        group.start_soon(runtime.invoke, "PROBE.WORK", work("accepted", delay=0.1))
-        await anyio.sleep(0.02)
-        group.start_soon(runtime.close)
-        await anyio.sleep(0.01)
+        group.start_soon(runtime.invoke, "PROBE.WORK", work("accepted", hold=True))
+        await probe.started("accepted")
+        await start_closing(group, runtime)
         assert runtime.closed
         with pytest.raises(RuntimeClosedError):
             await runtime.invoke("PROBE.WORK", work("late"))
@@ -61,14 +64,17 @@ async def test_new_work_is_refused_once_closing_starts() -> None:
         with pytest.raises(RuntimeClosedError) as raised:
             runtime.register(probe.worker())
         assert raised.value.code == ErrorCode.RUNTIME_CLOSED
+        probe.release("accepted")
     assert probe.calls == ["accepted"]
 
 
 async def test_nested_invokes_of_accepted_work_still_run_during_the_drain() -> None:
     probe = Probe()
+    entered, closing = anyio.Event(), anyio.Event()
 
     async def outer(request: Any, ctx: NodeContext) -> str:
-        await anyio.sleep(0.05)  # close() starts meanwhile
+        entered.set()
+        await closing.wait()  # until close() has begun
         inner = await ctx.invoke("PROBE.WORK", work("nested"))
         return inner.status
 
@@ -80,7 +86,9 @@ async def test_nested_invokes_of_accepted_work_still_run_during_the_drain() -> N
             results["outer"] = await runtime.invoke("OUTER.RUN", {})
 
         group.start_soon(call)
-        await anyio.sleep(0.01)
+        await entered.wait()
+        await start_closing(group, runtime)
+        closing.set()
         await runtime.close()
     assert results["outer"].unwrap() == "success"
     assert probe.finished == ["nested"]
@@ -153,11 +161,13 @@ async def test_a_close_cancelled_while_draining_is_finished_by_the_next_close() 
     probe = Probe()
     runtime = create_ditto(workers=[probe.worker()])
     async with anyio.create_task_group() as group:
-        group.start_soon(runtime.invoke, "PROBE.WORK", work("slow", delay=0.3))
-        await anyio.sleep(0.02)
-        with anyio.move_on_after(0.05):
-            await runtime.close()
+        group.start_soon(runtime.invoke, "PROBE.WORK", work("slow", hold=True))
+        await probe.started("slow")
+        async with anyio.create_task_group() as closing:
+            await start_closing(closing, runtime)
+            closing.cancel_scope.cancel()  # while it waits on the drain
         assert probe.disposed == 0  # nothing disposed under a running handler
+        probe.release("slow")
         await runtime.close()
     assert probe.disposed == 1
     assert probe.finished == ["slow"]
@@ -174,8 +184,9 @@ async def test_a_refused_registration_leaves_nothing_behind() -> None:
         return request
 
     async with create_ditto(workers=[define_worker("first", {"T.B": b_int})]) as runtime:
-        with pytest.raises(Exception, match="another contract"):
+        with pytest.raises(WorkerDefinitionError, match="another contract") as raised:
             runtime.register(define_worker("clash", {"T.A": a, "T.B": b_str}))
+        assert raised.value.code == ErrorCode.INVALID_WORKER
         assert "T.A" not in runtime.node_types
         runtime.register(define_worker("fine", {"T.A": b_str}))  # T.A is still free
         assert "T.A" in runtime.node_types

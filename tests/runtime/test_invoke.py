@@ -216,8 +216,11 @@ async def test_caller_cancellation_by_a_cancel_scope_propagates() -> None:
     probe = Probe()
     outcome: list[Any] = []
     async with create_ditto(workers=[probe.worker()]) as runtime:
-        with anyio.move_on_after(0.05) as scope:
-            outcome.append(await runtime.invoke("PROBE.WORK", work("slow", delay=5)))
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+            group.start_soon(probe.cancel_once_started, scope, "slow")
+            with scope:
+                outcome.append(await runtime.invoke("PROBE.WORK", work("slow", hold=True)))
         assert scope.cancelled_caught
         assert outcome == []  # never turned into a result
         assert probe.cancelled == ["slow"]
@@ -227,8 +230,8 @@ async def test_caller_cancellation_by_a_cancel_scope_propagates() -> None:
 async def test_caller_task_cancel_propagates() -> None:
     probe = Probe()
     async with create_ditto(workers=[probe.worker()]) as runtime:
-        task = asyncio.ensure_future(runtime.invoke("PROBE.WORK", work("slow", delay=5)))
-        await asyncio.sleep(0.02)
+        task = asyncio.ensure_future(runtime.invoke("PROBE.WORK", work("slow", hold=True)))
+        await probe.started("slow")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -300,8 +303,10 @@ def test_errors_share_one_root() -> None:
 
 async def test_a_handler_that_swallows_the_callers_cancellation_still_propagates_it() -> None:
     swallowed: list[bool] = []
+    entered = anyio.Event()
 
     async def stubborn(request: Any, ctx: NodeContext) -> str:
+        entered.set()
         try:
             await anyio.sleep(5)
         except asyncio.CancelledError:
@@ -312,7 +317,7 @@ async def test_a_handler_that_swallows_the_callers_cancellation_still_propagates
     worker = define_worker("stubborn", {"STUBBORN.RUN": stubborn})
     async with create_ditto(workers=[worker]) as runtime:
         task = asyncio.ensure_future(runtime.invoke("STUBBORN.RUN", {}))
-        await asyncio.sleep(0.02)
+        await entered.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -50,15 +50,16 @@ async def test_busy_replicas_spill_over_and_full_capacity_fails_at_once() -> Non
         results = {}
         async with anyio.create_task_group() as group:
 
-            async def call(name: str, delay: float) -> None:
-                results[name] = await runtime.invoke("PROBE.WORK", work(name, delay=delay))
+            async def call(name: str) -> None:
+                results[name] = await runtime.invoke("PROBE.WORK", work(name, hold=True))
 
-            group.start_soon(call, "long-1", 0.2)
-            await anyio.sleep(0.02)
-            group.start_soon(call, "long-2", 0.2)
-            await anyio.sleep(0.02)
+            group.start_soon(call, "long-1")
+            await probe.started("long-1")
+            group.start_soon(call, "long-2")
+            await probe.started("long-2")
             with anyio.fail_after(0.1):  # fails fast: no waiting for capacity
                 rejected = await runtime.invoke("PROBE.WORK", work("third"))
+            probe.release("long-1", "long-2")
     assert {results["long-1"].worker_id, results["long-2"].worker_id} == {"p-1", "p-2"}
     assert rejected.status == "failed"
     assert rejected.error is not None
@@ -74,10 +75,11 @@ async def test_pinned_worker_is_honoured_with_no_fallback() -> None:
         pinned = await runtime.invoke("PROBE.WORK", work("a"), worker="p-2")
         assert pinned.worker_id == "p-2"
         async with anyio.create_task_group() as group:
-            hold = partial(runtime.invoke, "PROBE.WORK", work("hold", delay=0.1), worker="p-2")
+            hold = partial(runtime.invoke, "PROBE.WORK", work("hold", hold=True), worker="p-2")
             group.start_soon(hold)
-            await anyio.sleep(0.02)
+            await probe.started("hold")
             busy = await runtime.invoke("PROBE.WORK", work("b"), worker="p-2")
+            probe.release("hold")
     assert busy.error is not None
     assert busy.error.code == ErrorCode.NO_WORKER_AVAILABLE  # p-1 was free: no fallback
     assert "b" not in probe.calls

@@ -191,8 +191,11 @@ async def test_cancelling_the_caller_cancels_the_run_and_propagates() -> None:
     probe = Probe()
     outcome: list[Any] = []
     async with create_ditto(workers=[probe.worker()]) as runtime:
-        with anyio.move_on_after(0.05) as scope:
-            outcome.append(await runtime.run(fan_out(3, delay=5)))
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+            group.start_soon(probe.cancel_once_started, scope, "t0", "t1", "t2")
+            with scope:
+                outcome.append(await runtime.run(fan_out(3, delay=5)))
         assert scope.cancelled_caught
         assert outcome == []
         assert sorted(probe.cancelled) == ["t0", "t1", "t2"]

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import pytest
 
 from ditto import Ditto, NodeResult, create_ditto
@@ -49,11 +48,8 @@ class ContextHarness:
         return result.output
 
     async def expire(self) -> None:
-        """Let the TTL pass: the in-process clock jumps; Redis really waits (just past it)."""
-        if isinstance(self.store, InProcessContextStore):
-            self.clock.now += TTL_MS + 1
-        else:
-            await anyio.sleep(TTL_MS / 1000 + 0.05)
+        """Let the TTL pass (just past it)."""
+        await self.advance(TTL_MS + 1)
 
     async def pttl(self, scope: dict[str, str]) -> float | None:
         """Remaining lifetime of a scope's state in ms (Redis ``PTTL``)."""
@@ -65,10 +61,18 @@ class ContextHarness:
         return None if remaining < 0 else float(remaining)
 
     async def advance(self, milliseconds: float) -> None:
+        """Let ``milliseconds`` pass for the stored state: the in-process clock moves; in Redis
+        each of this test's keys loses that much of its remaining lifetime, which is all that
+        waiting would do to it (a lifetime that runs out deletes the key, as expiry does)."""
         if isinstance(self.store, InProcessContextStore):
             self.clock.now += milliseconds
-        else:
-            await anyio.sleep(milliseconds / 1000)
+            return
+        assert isinstance(self.store, RedisContextStore)
+        client = self.store.client
+        async for key in client.scan_iter(match=f"{self.store.key_prefix}*"):
+            remaining = await client.pttl(key)
+            if remaining >= 0:  # a key without a TTL never expires, however long one waits
+                await client.pexpire(key, int(remaining - milliseconds))
 
 
 STORE_KINDS = ("inprocess", "redis")

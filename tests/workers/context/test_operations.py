@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ditto import NodeContext, create_ditto
+from ditto import ErrorCode, InvalidInputError, NodeContext, create_ditto
 from workers.context import (
     ContextPolicy,
     ContextScope,
@@ -471,8 +471,9 @@ def test_a_bad_policy_fails_at_construction() -> None:
         {"duplicate": "merge"},
         {"missing_removal": "warn"},
     ):
-        with pytest.raises(Exception, match="policy"):
+        with pytest.raises(InvalidInputError, match="policy") as raised:
             ContextPolicy(**bad)  # type: ignore[arg-type]
+        assert raised.value.code == ErrorCode.INVALID_INPUT
 
 
 def test_numbers_beyond_two_to_the_53_print_as_javascript_does() -> None:
