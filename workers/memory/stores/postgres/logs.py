@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -14,7 +14,8 @@ from workers.memory.records import from_micros, to_micros
 if TYPE_CHECKING:
     import asyncpg
 
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
+
     Executor = Connection | asyncpg.Pool
 
 __all__ = (

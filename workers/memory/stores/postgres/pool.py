@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import asyncpg
 
-__all__ = ("PoolRecipe",)
+__all__ = ("Connection", "PoolRecipe")
+
+Connection: TypeAlias = "asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]"
+"""What a store method is handed: a connection, or the pool's proxy of one."""
 
 
 @dataclass(frozen=True, slots=True)

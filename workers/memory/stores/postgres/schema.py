@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 
 if TYPE_CHECKING:
-    import asyncpg
-
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
 
 __all__ = ("MIGRATIONS", "lock_id", "migrate")
 

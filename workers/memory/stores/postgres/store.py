@@ -19,10 +19,10 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 import asyncpg
 
@@ -79,8 +79,7 @@ from workers.memory.vectors import VectorIndex, Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
-
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
 
 __all__ = ("PoolRecipe", "PostgresMemoryStore")
 
@@ -269,17 +268,13 @@ class PostgresMemoryStore(
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         now = now_from(self._clock)
-        async with self._connection() as connection:
-            # Pending usage first, in its own statement: a failing batch must not lose it.
-            await self._usage.apply(connection)
-            async with connection.transaction():
-                await pg_vectors.require_vectors(connection, self._s, vectors, needed=True)
-                items = await write_batch(
-                    connection, self.schema, self._s, drafts, mode, now, guard
-                )
-                if vectors is not None:
-                    await pg_vectors.store_vectors(connection, self._s, vectors, items)
-                return items
+        return await self._changing(
+            vectors,
+            True,
+            lambda connection: write_batch(
+                connection, self.schema, self._s, drafts, mode, now, guard
+            ),
+        )
 
     async def update(
         self,
@@ -288,12 +283,25 @@ class PostgresMemoryStore(
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         now = now_from(self._clock)
+        return await self._changing(
+            vectors,
+            any(map(changes_text, patches)),
+            lambda connection: update_batch(connection, self._s, patches, now, guard),
+        )
+
+    async def _changing(
+        self,
+        vectors: Vectors | None,
+        text_changes: bool,
+        change: Callable[[Connection], Awaitable[list[MemoryItem]]],
+    ) -> list[MemoryItem]:
+        """Run ``change`` in one transaction with the records' vectors checked and stored."""
         async with self._connection() as connection:
+            # Pending usage first, in its own statement: a failing batch must not lose it.
             await self._usage.apply(connection)
             async with connection.transaction():
-                needed = any(map(changes_text, patches))
-                await pg_vectors.require_vectors(connection, self._s, vectors, needed=needed)
-                items = await update_batch(connection, self._s, patches, now, guard)
+                await pg_vectors.require_vectors(connection, self._s, vectors, needed=text_changes)
+                items = await change(connection)
                 if vectors is not None:
                     await pg_vectors.store_vectors(connection, self._s, vectors, items)
                 return items

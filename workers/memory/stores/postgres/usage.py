@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from workers.memory.records import to_micros
 
 if TYPE_CHECKING:
-    import asyncpg
-
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
 
 __all__ = ("USAGE_INTERVAL", "UsageCounters")
 

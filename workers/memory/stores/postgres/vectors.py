@@ -35,9 +35,7 @@ from workers.memory.vectors import (
 )
 
 if TYPE_CHECKING:
-    import asyncpg
-
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
 
 __all__ = (
     "begin_reindex",

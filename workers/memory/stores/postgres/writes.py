@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -18,7 +18,7 @@ from workers.memory.stores.postgres.sql import STORED_COLUMNS, columns, item_val
 from workers.memory.stores.rows import row_to_item
 
 if TYPE_CHECKING:
-    Connection = asyncpg.Connection[Any] | asyncpg.pool.PoolConnectionProxy[Any]
+    from workers.memory.stores.postgres.pool import Connection
 
 __all__ = ("delete_batch", "restore_batch", "update_batch", "write_batch")
 
