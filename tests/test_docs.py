@@ -1,5 +1,5 @@
 """The README documents what the code does: its error-code table lists exactly the codes a caller
-can receive."""
+can receive, and its capability table says exactly which store has what."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from pathlib import Path
 
 from ditto.errors import ErrorCode
 from workers.context.errors import ContextErrorCode
+from workers.memory import InProcessMemoryStore, SqliteMemoryStore
 from workers.memory.errors import MemoryErrorCode
+from workers.memory.ports import CAPABILITIES
+from workers.memory.stores.postgres import PostgresMemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _CODE_CELL = re.compile(r"`([A-Z][A-Z0-9_]*)`")
@@ -42,3 +45,25 @@ def test_the_error_code_table_lists_every_code_exactly_once() -> None:
     assert duplicates == []
     enums = (ErrorCode, MemoryErrorCode, ContextErrorCode)
     assert set(listed) == {code.value for enum in enums for code in enum}
+
+
+def test_the_capability_table_says_what_each_store_offers() -> None:
+    section = _section("Memory")
+    rows = [line for line in section.splitlines() if line.startswith("| `") and "Store` |" in line]
+    header = next(line for line in section.splitlines() if line.startswith("| store | core |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")][2:]
+    assert columns == list(CAPABILITIES)
+    stores = {
+        cls.__name__: cls for cls in (SqliteMemoryStore, PostgresMemoryStore, InProcessMemoryStore)
+    }
+    documented = {}
+    for row in rows:
+        name, core, *cells = (cell.strip() for cell in row.strip("|").split("|"))
+        assert core == "yes"
+        documented[name.strip("`")] = [
+            column for column, cell in zip(columns, cells, strict=True) if cell == "yes"
+        ]
+    assert documented == {
+        name: [column for column, port in CAPABILITIES.items() if issubclass(cls, port)]
+        for name, cls in stores.items()
+    }
