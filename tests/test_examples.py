@@ -46,6 +46,28 @@ def test_the_context_example_shows_a_stale_writer_losing(tmp_path: Path, redis_u
     assert lines[2:] == ["writer A: success", "writer B: failed STATE_CONFLICT"]
 
 
+def test_the_context_example_ends_with_the_clear_error_when_redis_is_down(tmp_path: Path) -> None:
+    # Port 1 on loopback: nothing listens there, so every connection is refused at once.
+    environment = {**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": "redis://127.0.0.1:1/0"}
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "handbook" / "context_redis.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
+    assert completed.returncode == 1
+    assert completed.stderr.strip().splitlines() == [
+        "[STATE_STORE_UNAVAILABLE] CONTEXT.LOAD failed: the context store is unreachable"
+    ]
+
+
+def test_every_example_docstring_gives_a_command_that_works_in_a_fresh_clone() -> None:
+    for script in sorted(EXAMPLES.rglob("*.py")):
+        relative = script.relative_to(EXAMPLES.parent)
+        assert f"python3 tasks.py run {relative}" in script.read_text(encoding="utf-8"), script
+
+
 def test_quickstart_shows_fan_out_failure_and_timeout(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, str(EXAMPLES / "quickstart.py")],
