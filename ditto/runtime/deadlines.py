@@ -9,6 +9,11 @@ Python-level heap comparisons. Slots are 1 ms wide for deadlines close at hand a
 power of two of milliseconds, under 1/128 of the time left) for distant ones, so a 30 s
 default deadline shares its timer with every call of the next ~128 ms: a deadline fires at most
 1 ms or 1% of its duration late, whichever is more.
+
+Stores that commit use :func:`claim_outcome`: a deadline means "not done" — a ``timeout``
+result promises the work was not committed — so a store that is about to commit (or finds its
+commit already under way when the deadline cancels it) claims the outcome, and the runtime then
+reports what really happened instead of ``timeout``.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
+from contextvars import ContextVar
 from typing import Any
 from weakref import WeakKeyDictionary
 
-__all__ = ("Deadline", "arm")
+__all__ = ("CURRENT", "Deadline", "arm", "claim_outcome", "current_deadline")
 
 _SLOTS_PER_SECOND = 1000
 _PRECISION = 128  # a slot is at most 1/128 of the time left until the deadline
@@ -28,13 +34,19 @@ _PRECISION = 128  # a slot is at most 1/128 of the time left until the deadline
 class Deadline:
     """One armed deadline; :attr:`fired` tells whether it cancelled the task."""
 
-    __slots__ = ("_slot", "_wheel", "fired", "task")
+    __slots__ = ("_slot", "_wheel", "claimed", "fired", "task", "when")
 
-    def __init__(self, wheel: _Wheel, slot: tuple[int, int], task: asyncio.Task[Any]) -> None:
+    def __init__(
+        self, wheel: _Wheel, slot: tuple[int, int], task: asyncio.Task[Any], when: float
+    ) -> None:
         self._wheel = wheel
         self._slot = slot
         self.task = task
+        self.when = when
+        """The deadline on the loop's clock (``time.monotonic()`` for asyncio's loops)."""
         self.fired = False
+        self.claimed = False
+        """The handler reports the real outcome of a commit (see :func:`claim_outcome`)."""
 
     def fire(self) -> None:
         self.fired = True
@@ -67,7 +79,7 @@ class _Wheel:
         if entries is None:
             entries = self.slots[slot] = set()
             loop.call_at(slot[1] * width / _SLOTS_PER_SECOND, self._expire, slot)
-        deadline = Deadline(self, slot, task)
+        deadline = Deadline(self, slot, task, when)
         entries.add(deadline)
         return deadline
 
@@ -92,3 +104,27 @@ def arm(
             wheel = _wheels[loop] = _Wheel(loop)
         _current = wheel
     return wheel.arm(loop, task, when, now)
+
+
+CURRENT: ContextVar[Deadline | None] = ContextVar("ditto_deadline", default=None)
+"""The deadline of the invocation whose handler is running (set by the runtime)."""
+
+
+def current_deadline() -> float | None:
+    """The running invocation's deadline on the loop's clock (``time.monotonic()``), or
+    ``None`` outside an invocation."""
+    deadline = CURRENT.get()
+    return None if deadline is None else deadline.when
+
+
+def claim_outcome() -> None:
+    """Say that the running invocation's work is committing (or has committed): its deadline no
+    longer cancels it, and the runtime reports the handler's real result — also when the
+    deadline had already fired while the commit was under way, which it would otherwise report
+    as ``timeout`` (a promise that nothing was written). Call it on the event loop, right before
+    a commit begins or when a cancelled wait finds one already begun. Outside an invocation it
+    does nothing."""
+    deadline = CURRENT.get()
+    if deadline is not None:
+        deadline.claimed = True
+        deadline.disarm()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
 from ditto.runtime.context import ExecutionScope, NodeContext
-from ditto.runtime.deadlines import arm
+from ditto.runtime.deadlines import CURRENT, arm
 
 if TYPE_CHECKING:
     from ditto.runtime.router import Route
@@ -108,6 +108,7 @@ async def invoke_route(
     ctx = NodeContext(runtime, node, execution_id, replica_id, execution, principal, deadline)
     replica.active += 1
     error: ErrorInfo | None = None
+    claim = CURRENT.set(timer)  # stores that commit claim their outcome through it
     try:
         output = await route.handlers[replica_id](node_input, ctx)
     except asyncio.CancelledError:
@@ -126,15 +127,17 @@ async def invoke_route(
         logger.exception("handler for %s on worker %s raised", node, replica_id)
         error = _INTERNAL
     finally:
+        CURRENT.reset(claim)
         timer.disarm()
         replica.active -= 1
     if timer.fired:
-        # The handler swallowed the deadline's cancellation; whatever it produced is late.
+        # The handler swallowed the deadline's cancellation: whatever it produced is late,
+        # unless it claimed the outcome of a commit that was under way (see claim_outcome).
         task.uncancel()
     if task.cancelling() > cancelling:
         # The handler swallowed the caller's cancellation: it still belongs to the caller.
         raise asyncio.CancelledError()
-    if timer.fired:
+    if timer.fired and not timer.claimed:
         return _timed_out(execution_id, node, replica_id, started)
     if error is None:
         try:

@@ -26,6 +26,9 @@ class MemoryErrorCode(StrEnum):
     STORE_CORRUPT = "STORE_CORRUPT"
     """The store's file or schema is not a memory store (not a database, truncated, damaged,
     or written by a newer version of Ditto); nothing was changed."""
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+    """The connection to the store failed while a change was committing: it may or may not be
+    stored. Not retryable as is (a retry could apply it twice): read the records back first."""
     STORE_READ_ONLY = "STORE_READ_ONLY"
     """A change was asked of a store that can only be read (a read-only file or database);
     nothing was changed."""

@@ -239,3 +239,33 @@ async def test_concurrent_first_calls_open_one_pool(postgres_space: PostgresSpac
     finally:
         await store.aclose()
     assert len(created) == 1
+
+
+async def test_a_connection_lost_during_commit_is_outcome_unknown_never_retryable(
+    postgres_space: PostgresSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_commit = asyncpg.transaction.Transaction.commit
+
+    async def commit_after_losing_the_connection(transaction: Any) -> None:
+        # Fault injection in the driver: the server ends this session as COMMIT is sent.
+        victim = transaction._connection.get_server_pid()
+        killer = await asyncpg.connect(postgres_space.url)
+        try:
+            await killer.execute("SELECT pg_terminate_backend($1)", victim)
+        finally:
+            await killer.close()
+        await real_commit(transaction)
+
+    store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
+    try:
+        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+            await runtime.invoke("MEMORY.QUERY", {})  # open the store before the fault
+            monkeypatch.setattr(
+                asyncpg.transaction.Transaction, "commit", commit_after_losing_the_connection
+            )
+            result = await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": "x"}]})
+    finally:
+        monkeypatch.undo()
+        await store.aclose()
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("OUTCOME_UNKNOWN", False)

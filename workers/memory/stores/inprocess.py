@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from ditto.runtime.deadlines import claim_outcome
 from workers.memory.contracts import (
     AuditEntry,
     HistoryEntry,
@@ -198,6 +199,8 @@ class InProcessMemoryStore(
         if guard is not None:  # every check before any change: all or nothing
             chosen = [item_id for item_id in chosen if guard.check_delete(self._items[item_id])]
         deleted = []
+        if chosen:
+            claim_outcome()
         for item_id in chosen:
             item = self._items.pop(item_id)
             self._history.setdefault(item_id, []).append(history_entry(item, "delete", now))
@@ -365,6 +368,7 @@ class InProcessMemoryStore(
         (copying, indexing) happens before the first change, as in a transaction."""
         prepared = [self._prepared(item) for item in items]
         logged = [_copy_entry(entry) for entry in entries]
+        claim_outcome()  # committed from here: a deadline that fires later is not "not written"
         self._commit(prepared)
         for entry in logged:
             self._history.setdefault(entry.id, []).append(entry)
@@ -385,8 +389,6 @@ class InProcessMemoryStore(
 
 _encode_item = msgspec.json.Encoder()
 _decode_item = msgspec.json.Decoder(MemoryItem)
-
-
 _decode_entry = msgspec.json.Decoder(HistoryEntry)
 
 

@@ -15,9 +15,9 @@ import asyncpg
 
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 
-__all__ = ("postgres_errors", "translate")
+__all__ = ("UNREACHABLE", "postgres_errors", "translate")
 
-_UNREACHABLE = (
+UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
@@ -60,7 +60,7 @@ def translate(exc: BaseException) -> MemoryStoreError | None:
         return MemoryStoreError(
             "the memory store's disk is full", code=MemoryErrorCode.STORE_UNAVAILABLE
         )
-    if isinstance(exc, _UNREACHABLE):
+    if isinstance(exc, UNREACHABLE):
         return MemoryStoreError(
             "the memory store is unreachable",
             code=MemoryErrorCode.STORE_UNAVAILABLE,

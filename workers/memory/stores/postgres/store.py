@@ -67,6 +67,7 @@ from workers.memory.stores.postgres.sql import (
     records,
     where_clause,
 )
+from workers.memory.stores.postgres.transactions import committing
 from workers.memory.stores.postgres.usage import UsageCounters
 from workers.memory.stores.postgres.writes import (
     delete_batch,
@@ -299,16 +300,16 @@ class PostgresMemoryStore(
         async with self._connection() as connection:
             # Pending usage first, in its own statement: a failing batch must not lose it.
             await self._usage.apply(connection)
-            async with connection.transaction():
+            async with committing(connection):
                 await pg_vectors.require_vectors(connection, self._s, vectors, needed=text_changes)
                 items = await change(connection)
                 if vectors is not None:
                     await pg_vectors.store_vectors(connection, self._s, vectors, items)
-                return items
+            return items
 
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         now = now_from(self._clock)
-        async with self._connection(transaction=True) as connection:
+        async with self._connection() as connection, committing(connection):
             deleted = await delete_batch(connection, self._s, ids, now, guard)
             await pg_vectors.forget_vectors(connection, self._s, deleted)
         return deleted

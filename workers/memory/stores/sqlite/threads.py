@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import to_micros
 from workers.memory.stores.sqlite.errors import cannot_create, sqlite_errors
+from workers.memory.stores.sqlite.jobs import LOCK_SLICE_S, Aborted, Job, begin_immediate, settle
 from workers.memory.stores.sqlite.schema import migrate, read_cursor_secret
 from workers.memory.stores.sqlite.search import KeywordPlanner
 from workers.memory.stores.sqlite.sql import connect
@@ -87,7 +88,7 @@ class SqliteThreads:
                 return self._cursor_secret
             writer = ThreadPoolExecutor(1, "ditto-sqlite-writer")
             try:
-                self._cursor_secret = await self._hop(writer, self._setup)
+                self._cursor_secret = await self._hop(writer, False, self._setup)
             except BaseException:
                 writer.shutdown(wait=True)
                 self._close_connections()
@@ -96,7 +97,7 @@ class SqliteThreads:
             self._readers = ThreadPoolExecutor(self._readers_count, "ditto-sqlite-reader")
             return self._cursor_secret
 
-    def _setup(self) -> bytes:
+    def _setup(self, job: Job) -> bytes:
         if not self.read_only:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +116,15 @@ class SqliteThreads:
             self._local.planner = KeywordPlanner(connection)
             with self._connections_lock:
                 self._connections.append(connection)
+        return connection
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        """The writer's connection: it waits for other processes' locks in short slices (see
+        ``jobs.begin_immediate``), so an abandoned write stops waiting soon."""
+        connection = self.connection()
+        if not getattr(self._local, "sliced", False):
+            connection.execute(f"PRAGMA busy_timeout = {int(LOCK_SLICE_S * 1000)}")
+            self._local.sliced = True
         return connection
 
     def planner(self) -> KeywordPlanner:
@@ -143,36 +153,52 @@ class SqliteThreads:
 
     # ----------------------------------------------------------------- hops
 
-    async def _hop(self, executor: Executor, function: Callable[..., T], *args: Any) -> T:
+    async def _hop(
+        self, executor: Executor, commits: bool, function: Callable[..., T], *args: Any
+    ) -> T:
+        """Run ``function(job, *args)`` on ``executor``; a cancelled wait stops it (``jobs``)."""
+        job = Job()
+        future = executor.submit(function, job, *args)
         with sqlite_errors(self.path):
-            return await asyncio.wrap_future(executor.submit(function, *args))
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                return await settle(future, job, commits=commits)
 
     async def read(self, function: Callable[..., T], *args: Any) -> T:
         """Run ``function(*args)`` on a reader thread (it calls :meth:`connection`)."""
         if self._readers is None:
             await self.open()
         assert self._readers is not None
-        return await self._hop(self._readers, function, *args)
+        return await self._hop(self._readers, False, self._job, function, *args)
 
     async def on(self, executor: Executor, function: Callable[[], T]) -> T:
         """Run ``function`` on another executor's thread, with that thread's connection."""
         if self._readers is None:
             await self.open()
-        return await self._hop(executor, function)
+        return await self._hop(executor, False, self._job, function)
 
     async def write(self, function: Callable[..., T], *args: Any) -> T:
         """Run ``function(connection, *args)`` in one write transaction on the writer."""
         if self._writer is None:
             await self.open()
         assert self._writer is not None
-        return await self._hop(self._writer, self._transaction, function, *args)
+        return await self._hop(self._writer, True, self._transaction, function, *args)
 
-    def _transaction(self, function: Callable[..., T], *args: Any) -> T:
-        connection = self.connection()
+    def _job(self, job: Job, function: Callable[..., T], *args: Any) -> T:
+        job.start(self.connection())
+        try:
+            return function(*args)
+        finally:
+            job.finish()
+
+    def _transaction(self, job: Job, function: Callable[..., T], *args: Any) -> T:
+        connection = self._writer_connection()
+        job.start(connection)
         with self._usage_lock:
             usage, self._pending_usage = self._pending_usage, {}
         try:
-            connection.execute("BEGIN IMMEDIATE")
+            begin_immediate(connection, job, self._busy_timeout_ms / 1000)
             try:
                 if usage:
                     connection.executemany(
@@ -180,6 +206,8 @@ class SqliteThreads:
                         [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
                     )
                 result = function(connection, *args)
+                if not job.may_commit():
+                    raise Aborted()
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -188,6 +216,8 @@ class SqliteThreads:
         except BaseException:
             self._keep_usage(usage)  # not stored: keep the counters for next time
             raise
+        finally:
+            job.finish()
         return result
 
     # ----------------------------------------------------------------- usage
@@ -215,7 +245,8 @@ class SqliteThreads:
     def _apply_usage_soon(self) -> None:
         self._usage_timer = None
         if self._writer is not None:
-            self._writer.submit(self._transaction, _nothing).add_done_callback(_log_failure)
+            applying = self._writer.submit(self._transaction, Job(), _nothing)
+            applying.add_done_callback(_log_failure)
 
     async def flush(self) -> None:
         """Apply pending usage counters now."""
@@ -223,7 +254,7 @@ class SqliteThreads:
             self._usage_timer.cancel()
             self._usage_timer = None
         if self._writer is not None:
-            await self._hop(self._writer, self._transaction, _nothing)
+            await self._hop(self._writer, True, self._transaction, _nothing)
 
 
 def _nothing(connection: sqlite3.Connection) -> None:
