@@ -47,6 +47,9 @@ class RuntimeSettings(_Strict):
     graph_concurrency: int | None = Field(None, ge=1, le=1_000_000)
     """Most tasks of one graph run in flight at once; ``null`` is unlimited. A ``concurrency``
     argument to ``run()`` takes precedence."""
+    stall_warning_ms: int | None = Field(250, ge=1, le=MAX_TIMEOUT_MS)
+    """Log a warning naming the handler when the event loop is blocked this long; ``null``
+    turns the watchdog off."""
 
 
 def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:

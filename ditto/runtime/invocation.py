@@ -137,7 +137,9 @@ async def invoke_route(
     if task.cancelling() > cancelling:
         # The handler swallowed the caller's cancellation: it still belongs to the caller.
         raise asyncio.CancelledError()
-    if timer.fired and not timer.claimed:
+    if (timer.fired or loop.time() >= deadline) and not timer.claimed:
+        # Also when the timer could not fire: a handler that blocked the event loop past its
+        # deadline delivers a late result, and a late result is a timeout.
         return _timed_out(execution_id, node, replica_id, started)
     if error is None:
         try:

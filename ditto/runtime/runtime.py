@@ -7,7 +7,7 @@ import inspect
 import math
 from collections.abc import Iterable
 from time import perf_counter
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any, Self
 
 import anyio
@@ -28,6 +28,7 @@ from ditto.runtime.invocation import invoke_route, new_execution_id
 from ditto.runtime.results import GraphRunError, RunResult
 from ditto.runtime.router import Replica, Route, WorkerInfo
 from ditto.runtime.scheduler import execute_plan
+from ditto.runtime.watchdog import LoopWatchdog, code_of
 from ditto.runtime.worker import WorkerDefinition
 
 __all__ = ("Ditto", "WorkerHandle", "create_ditto")
@@ -71,6 +72,9 @@ class Ditto:
         self._closing = False
         self._closed: anyio.Event | None = None
         self._close_error: BaseException | None = None
+        stall_ms = self.settings.runtime.stall_warning_ms
+        self._watchdog = None if stall_ms is None else LoopWatchdog(stall_ms / 1000, self._codes)
+        self._watching = self._watchdog is None  # started by the first call (it needs the loop)
 
     async def __aenter__(self) -> Self:
         return self
@@ -217,6 +221,10 @@ class Ditto:
         outer_deadline: float | None,
     ) -> tuple[Route, float]:
         """The route and the absolute deadline of one call (raises for misuse)."""
+        if not self._watching:
+            assert self._watchdog is not None
+            self._watchdog.start()
+            self._watching = True
         route = self._routes.get(node_type)
         if route is None:
             raise UnknownNodeError(node_type)
@@ -390,6 +398,8 @@ class Ditto:
             return
         self._closing = True
         closed = self._closed = anyio.Event()
+        if self._watchdog is not None:
+            self._watchdog.stop()
         try:
             if self._inflight:
                 self._drained = anyio.Event()
@@ -408,6 +418,16 @@ class Ditto:
                 raise self._close_error
         finally:
             closed.set()
+
+    def _codes(self) -> dict[CodeType, str]:
+        """What the watchdog names: each registered handler's code, by node type and worker."""
+        codes: dict[CodeType, str] = {}
+        for definition in self._definitions:
+            for node_type, bound in definition.nodes.items():
+                code = code_of(bound.handler)
+                if code is not None:
+                    codes[code] = f"{node_type} (worker {definition.type!r})"
+        return codes
 
 
 async def _dispose_all(definitions: Iterable[WorkerDefinition]) -> list[Exception]:

@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.node_types import NodeContract
 from ditto.errors import WorkerDefinitionError
+from ditto.runtime.offload import ProcessPool, threaded
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
 
 __all__ = ("Dispose", "Handler", "NodeSpec", "WorkerDefinition", "define_worker")
 
-Handler = Callable[[Any, "NodeContext"], Awaitable[Any]]
-"""``async def handler(input, ctx) -> output``. Raise :class:`~ditto.errors.DittoError` for a
-business failure; the runtime turns it into a ``failed`` result with the error's code."""
+Handler = Callable[[Any, "NodeContext"], Awaitable[Any]] | Callable[[Any, "NodeContext"], Any]
+"""``async def handler(input, ctx) -> output``, or a plain ``def`` run on a worker thread (see
+:mod:`ditto.runtime.offload`). Raise :class:`~ditto.errors.DittoError` for a business failure;
+the runtime turns it into a ``failed`` result with the error's code."""
 
 Dispose = Callable[[], Awaitable[None] | None]
 """Cleanup called once when the runtime closes (sync or async)."""
@@ -34,17 +36,20 @@ class NodeSpec:
     parameter's type is the input type and the return type is the output type.
     """
 
-    handler: Handler
+    handler: Handler | Callable[[Any], Any]
     input_type: Any = Any
     output_type: Any = Any
+    cpu_bound: bool = False
+    """Run ``handler(input)`` (a module-level ``def``; picklable input and output) in the
+    worker's process pool, off the interpreter lock the event loop needs."""
 
 
 @dataclass(frozen=True, slots=True)
 class BoundNode:
-    """A node type's contract together with the handler that implements it."""
+    """A node type's contract together with the (async) handler that implements it."""
 
     contract: NodeContract
-    handler: Handler
+    handler: Callable[[Any, NodeContext], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -75,8 +80,10 @@ def define_worker(
     Args:
         type: Free-form role of the worker (``"memory"``, ``"context"``); the default prefix of
             its replica ids.
-        handlers: Node type -> ``async def handler(input, ctx)`` (or a :class:`NodeSpec`).
-        concurrency: Maximum invocations one replica runs at once; ``None`` is unlimited.
+        handlers: Node type -> ``async def handler(input, ctx)``, a plain ``def`` (run on a
+            worker thread), or a :class:`NodeSpec` (``cpu_bound=True``: a process pool).
+        concurrency: Maximum invocations one replica runs at once; ``None`` is unlimited. Also
+            the size of the worker's process pool (default: the CPU count).
         dispose: Called once when the runtime closes, after accepted work has drained.
 
     Returns:
@@ -84,7 +91,8 @@ def define_worker(
 
     Raises:
         WorkerDefinitionError: ``INVALID_WORKER`` for an empty type, no handlers, a bad node type,
-            a handler that is not ``async``, unresolvable annotations or a bad concurrency.
+            a handler that is not callable (or an ``async`` one declared CPU-bound),
+            unresolvable annotations or a bad concurrency.
     """
     if not isinstance(type, str) or not type.strip():
         raise WorkerDefinitionError("a worker type must be a non-empty string")
@@ -98,22 +106,54 @@ def define_worker(
         )
     if dispose is not None and not callable(dispose):
         raise WorkerDefinitionError(f"worker {type!r}: dispose must be callable")
-    nodes = {node_type: _bind(type, node_type, spec) for node_type, spec in handlers.items()}
-    return WorkerDefinition(type, MappingProxyType(nodes), concurrency, dispose)
+    cpu_bound = any(isinstance(spec, NodeSpec) and spec.cpu_bound for spec in handlers.values())
+    pool = ProcessPool(concurrency) if cpu_bound else None
+    nodes = {node_type: _bind(type, node_type, spec, pool) for node_type, spec in handlers.items()}
+    return WorkerDefinition(type, MappingProxyType(nodes), concurrency, _with_pool(dispose, pool))
 
 
-def _bind(worker_type: str, node_type: str, spec: Handler | NodeSpec) -> BoundNode:
+def _bind(
+    worker_type: str, node_type: str, spec: Handler | NodeSpec, pool: ProcessPool | None
+) -> BoundNode:
+    handler: Any  # which kind of callable it is is checked below, at run time
     if isinstance(spec, NodeSpec):
         handler, input_type, output_type = spec.handler, spec.input_type, spec.output_type
     else:
         handler = spec
         input_type, output_type = _annotated_contract(worker_type, node_type, handler)
-    if not _is_async_callable(handler):
+    contract = NodeContract(node_type, input_type, output_type)
+    if not callable(handler):
         raise WorkerDefinitionError(
-            f"worker {worker_type!r}: the handler for {node_type} must be an async function "
-            "taking (input, ctx)"
+            f"worker {worker_type!r}: the handler for {node_type} must be a function taking "
+            "(input, ctx)"
         )
-    return BoundNode(NodeContract(node_type, input_type, output_type), handler)
+    if isinstance(spec, NodeSpec) and spec.cpu_bound:
+        if _is_async_callable(handler) or pool is None:
+            raise WorkerDefinitionError(
+                f"worker {worker_type!r}: the CPU-bound handler for {node_type} must be a plain "
+                "module-level function taking (input)"
+            )
+        return BoundNode(contract, pool.wrap(handler))
+    if not _is_async_callable(handler):
+        return BoundNode(contract, threaded(handler))
+    return BoundNode(contract, handler)
+
+
+def _with_pool(dispose: Dispose | None, pool: ProcessPool | None) -> Dispose | None:
+    """``dispose``, then the process pool's shutdown."""
+    if pool is None:
+        return dispose
+
+    async def dispose_all() -> None:
+        try:
+            if dispose is not None:
+                outcome = dispose()
+                if inspect.isawaitable(outcome):
+                    await outcome
+        finally:
+            pool.shutdown()
+
+    return dispose_all
 
 
 def _annotated_contract(worker_type: str, node_type: str, handler: Handler) -> tuple[Any, Any]:

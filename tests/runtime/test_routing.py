@@ -9,6 +9,7 @@ import pytest
 
 from ditto import (
     ErrorCode,
+    NodeSpec,
     UnknownWorkerError,
     WorkerDefinitionError,
     create_ditto,
@@ -144,7 +145,10 @@ def test_worker_definitions_are_validated() -> None:
         define_worker("w", {})
     with pytest.raises(WorkerDefinitionError, match="invalid node type"):
         define_worker("w", {"lower.case": handler})
-    with pytest.raises(WorkerDefinitionError, match="async"):
-        define_worker("w", {"A.B": sync_handler})  # type: ignore[dict-item]
+    define_worker("w", {"A.B": sync_handler})  # a plain function runs on a thread
+    with pytest.raises(WorkerDefinitionError, match="plain module-level function"):
+        define_worker("w", {"A.B": NodeSpec(handler, cpu_bound=True)})
+    with pytest.raises(WorkerDefinitionError, match="function"):
+        define_worker("w", {"A.B": "not callable"})  # type: ignore[dict-item]
     with pytest.raises(WorkerDefinitionError, match="concurrency"):
         define_worker("w", {"A.B": handler}, concurrency=0)

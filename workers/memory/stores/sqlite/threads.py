@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ditto.runtime.deadlines import claim_outcome
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import to_micros
 from workers.memory.stores.sqlite.errors import cannot_create, sqlite_errors
@@ -161,9 +162,12 @@ class SqliteThreads:
         future = executor.submit(function, job, *args)
         with sqlite_errors(self.path):
             try:
-                return await asyncio.wrap_future(future)
+                result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 return await settle(future, job, commits=commits)
+        if commits:
+            claim_outcome()  # committed: whatever the clock says now, this is the outcome
+        return result
 
     async def read(self, function: Callable[..., T], *args: Any) -> T:
         """Run ``function(*args)`` on a reader thread (it calls :meth:`connection`)."""

@@ -1,0 +1,116 @@
+"""The loop-stall watchdog: names the handler that blocked the event loop, and for how long.
+
+While one ``async`` handler computes without awaiting, no other call on the loop runs and their
+deadlines pass. The watchdog is a thread that watches a heartbeat the loop beats every
+``threshold / 4`` seconds. When the beat is late by more than ``threshold``, it reads the loop
+thread's stack, finds the innermost frame of a registered handler and logs a warning naming
+it (node type, worker, file and line); when the loop beats again it logs how long the stall
+lasted. The cure it points at: a plain ``def`` handler (a thread) or ``cpu_bound=True`` (a
+process), see :mod:`ditto.runtime.offload`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from time import monotonic
+from types import CodeType, FrameType
+from typing import Any
+
+__all__ = ("LoopWatchdog", "code_of")
+
+logger = logging.getLogger("ditto.runtime.watchdog")
+
+
+class LoopWatchdog:
+    """Watches one event loop for stalls longer than ``threshold`` seconds.
+
+    Args:
+        threshold: Seconds without a heartbeat that count as a stall.
+        handlers: Code object of each registered handler -> its description
+            (``"MEMORY.SEARCH on memory-1"``); read when a stall is found.
+    """
+
+    def __init__(self, threshold: float, handlers: Callable[[], dict[CodeType, str]]) -> None:
+        self.threshold = threshold
+        self._handlers = handlers
+        self._interval = threshold / 4
+        self._beat = monotonic()
+        self._stalled_by: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        """Start watching the running loop (idempotent; call it on the loop)."""
+        if self._thread is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._beat = monotonic()
+        self._timer = self._loop.call_later(self._interval, self._on_beat)
+        self._thread = threading.Thread(target=self._watch, name="ditto-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (idempotent)."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._thread = None
+
+    def _on_beat(self) -> None:
+        now = monotonic()
+        stalled_by, self._stalled_by = self._stalled_by, None
+        if stalled_by is not None:
+            logger.warning(
+                "the event loop was blocked for %.2f s by %s", now - self._beat, stalled_by
+            )
+        self._beat = now
+        if not self._stop.is_set() and self._loop is not None:
+            self._timer = self._loop.call_later(self._interval, self._on_beat)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval):
+            late = monotonic() - self._beat - self._interval
+            if late > self.threshold and self._stalled_by is None:
+                self._stalled_by = self._culprit()
+                logger.warning(
+                    "the event loop has been blocked for %.2f s by %s; make the handler a "
+                    "plain def (runs on a thread) or declare it cpu_bound (a process)",
+                    late,
+                    self._stalled_by,
+                )
+
+    def _culprit(self) -> str:
+        frame: FrameType | None = sys._current_frames().get(self._loop_thread)
+        innermost = frame
+        handlers = self._handlers()
+        while frame is not None:
+            described = handlers.get(frame.f_code)
+            if described is not None:
+                where = f"{innermost.f_code.co_filename}:{innermost.f_lineno}" if innermost else ""
+                return f"the {described} handler {frame.f_code.co_name} (at {where})"
+            frame = frame.f_back
+        if innermost is None:
+            return "unknown code"
+        return f"code outside any handler (at {innermost.f_code.co_filename}:{innermost.f_lineno})"
+
+
+def code_of(handler: Any) -> CodeType | None:
+    """The code object a handler runs, through wrappers (``__wrapped__``) and bound methods."""
+    seen = 0
+    while hasattr(handler, "__wrapped__") and seen < 16:
+        handler = handler.__wrapped__
+        seen += 1
+    function = getattr(handler, "__func__", handler)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        code = getattr(getattr(function, "__call__", None), "__code__", None)  # noqa: B004
+    return code if isinstance(code, CodeType) else None

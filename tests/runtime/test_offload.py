@@ -1,0 +1,98 @@
+"""Handlers that must not block the event loop: plain functions run on threads, CPU-bound nodes
+in a process pool; a late result is a timeout; a loop-stall watchdog names the culprit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import anyio
+import pytest
+
+from ditto import NodeContext, NodeSpec, create_ditto, define_worker
+from ditto.config.settings import RuntimeSettings, Settings
+from tests.runtime.offload_handlers import cpu_double, cpu_forever
+
+pytestmark = pytest.mark.anyio
+
+
+def blocking_sleep(request: float, ctx: NodeContext) -> str:
+    """A plain function that blocks for ``request`` seconds (a thread keeps the loop free)."""
+    time.sleep(request)
+    return threading.current_thread().name
+
+
+async def quick(request: int, ctx: NodeContext) -> int:
+    await anyio.sleep(0.05)
+    return request
+
+
+async def test_a_plain_function_runs_on_a_thread_and_blocks_no_one() -> None:
+    worker = define_worker("slow", {"SLOW.SLEEP": blocking_sleep, "SLOW.QUICK": quick})
+    results = {}
+    async with create_ditto(workers=[worker]) as runtime:
+
+        async def slow() -> None:
+            results["slow"] = await runtime.invoke("SLOW.SLEEP", 2.0, timeout=0.2)
+
+        async def innocent() -> None:
+            results["quick"] = await runtime.invoke("SLOW.QUICK", 7, timeout=1.0)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow)
+            group.start_soon(innocent)
+        threaded = await runtime.invoke("SLOW.SLEEP", 0.0)
+    assert results["slow"].status == "timeout"  # at its deadline, not after 2 s of work
+    assert results["quick"].unwrap() == 7  # the concurrent call never noticed
+    assert threaded.unwrap() != threading.current_thread().name
+
+
+async def test_a_result_that_arrives_after_its_deadline_is_a_timeout() -> None:
+    async def hog(request: float, ctx: NodeContext) -> str:
+        time.sleep(request)  # noqa: ASYNC251 - blocking the loop is what this test is about
+        return "done"
+
+    worker = define_worker("hog", {"HOG.RUN": hog})
+    async with create_ditto(workers=[worker]) as runtime:
+        late = await runtime.invoke("HOG.RUN", 0.3, timeout=0.1)
+        in_time = await runtime.invoke("HOG.RUN", 0.0, timeout=1.0)
+    assert late.status == "timeout"
+    assert in_time.unwrap() == "done"
+
+
+async def test_a_cpu_bound_node_runs_in_a_process_pool() -> None:
+    worker = define_worker(
+        "cpu",
+        {
+            "CPU.DOUBLE": NodeSpec(cpu_double, int, int, cpu_bound=True),
+            "CPU.FOREVER": NodeSpec(cpu_forever, int, int, cpu_bound=True),
+        },
+        concurrency=2,
+    )
+    async with create_ditto(workers=[worker]) as runtime:
+        doubled = await runtime.invoke("CPU.DOUBLE", 21)
+        wrong = await runtime.invoke("CPU.DOUBLE", "21")
+        stuck = await runtime.invoke("CPU.FOREVER", 1, timeout=0.2)
+    assert doubled.unwrap() == 42
+    assert wrong.error is not None
+    assert wrong.error.code == "INVALID_INPUT"  # validated here, before any process sees it
+    assert stuck.status == "timeout"
+
+
+async def test_the_watchdog_names_the_handler_that_blocks_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def hog(request: float, ctx: NodeContext) -> str:
+        time.sleep(request)  # noqa: ASYNC251 - the stall the watchdog must see
+        return "done"
+
+    settings = Settings(runtime=RuntimeSettings(stall_warning_ms=50))
+    worker = define_worker("hog", {"HOG.RUN": hog})
+    with caplog.at_level(logging.WARNING, logger="ditto.runtime.watchdog"):
+        async with create_ditto(config=settings, workers=[worker]) as runtime:
+            await runtime.invoke("HOG.RUN", 0.4)
+            await anyio.sleep(0.05)  # the loop beats again: the stall's length is logged
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("HOG.RUN" in m and "has been blocked" in m and "hog" in m for m in messages)
+    assert any(m.startswith("the event loop was blocked for") for m in messages)
