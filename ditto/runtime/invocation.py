@@ -143,7 +143,7 @@ async def invoke_route(
         return _timed_out(execution_id, node, replica_id, started)
     if error is None:
         try:
-            output = contract.convert_output(output)
+            output = contract.convert_output(output, trusted=replica.definition.trusted_outputs)
         except InvalidInputError as exc:
             error = exc.to_info()
     if error is not None:

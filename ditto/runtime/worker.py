@@ -61,6 +61,8 @@ class WorkerDefinition:
     nodes: Mapping[str, BoundNode]
     concurrency: int | None
     dispose: Dispose | None
+    trusted_outputs: bool = False
+    """Output Structs of the right type are passed on unchecked (see ``define_worker``)."""
 
     @property
     def node_types(self) -> frozenset[str]:
@@ -74,6 +76,7 @@ def define_worker(
     *,
     concurrency: int | None = None,
     dispose: Dispose | None = None,
+    trusted_outputs: bool = False,
 ) -> WorkerDefinition:
     """Define a worker.
 
@@ -85,6 +88,9 @@ def define_worker(
         concurrency: Maximum invocations one replica runs at once; ``None`` is unlimited. Also
             the size of the worker's process pool (default: the CPU count).
         dispose: Called once when the runtime closes, after accepted work has drained.
+        trusted_outputs: Pass output Structs of the node's output type on unchecked. Only for
+            workers that build every output from values they validated themselves: checking
+            copies the output, which for pages of records is most of a call's cost.
 
     Returns:
         An immutable :class:`WorkerDefinition`.
@@ -109,7 +115,9 @@ def define_worker(
     cpu_bound = any(isinstance(spec, NodeSpec) and spec.cpu_bound for spec in handlers.values())
     pool = ProcessPool(concurrency) if cpu_bound else None
     nodes = {node_type: _bind(type, node_type, spec, pool) for node_type, spec in handlers.items()}
-    return WorkerDefinition(type, MappingProxyType(nodes), concurrency, _with_pool(dispose, pool))
+    return WorkerDefinition(
+        type, MappingProxyType(nodes), concurrency, _with_pool(dispose, pool), trusted_outputs
+    )
 
 
 def _bind(

@@ -207,4 +207,6 @@ def create_context_worker(
             "CONTEXT.COMPRESS": nodes.compress,
         },
         concurrency=concurrency,
+        # Outputs are built from contexts the operations validated (and the store decoded).
+        trusted_outputs=True,
     )

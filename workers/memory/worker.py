@@ -392,4 +392,7 @@ def create_memory_worker(
         },
         concurrency=concurrency,
         dispose=None if hygiene is None else hygiene.stop,
+        # Outputs are built here from records the store returned, each checked by
+        # boundary.check_items: re-validating pages of records would double a read's cost.
+        trusted_outputs=True,
     )
