@@ -100,7 +100,8 @@ def audit(
         print_json(entries)
         return
     table = Table(title=f"{len(entries)} audit entries")
-    for column in ("seq", "at", "principal", "node", "decision", "records", "detail"):
+    columns = ("seq", "at", "principal", "node", "decision", "records", "keys", "categories")
+    for column in (*columns, "detail"):
         table.add_column(column, overflow="fold")
     for entry in entries:
         table.add_row(
@@ -110,6 +111,8 @@ def audit(
             entry.node,
             _decision(entry.decision),
             escape(_listed(entry.ids, 3)),
+            escape(_listed(entry.keys, 3)),
+            escape(", ".join(sorted(set(entry.categories)))),
             escape(entry.detail or ""),
         )
     console.print(table)
@@ -118,7 +121,9 @@ def audit(
 
 
 def _decision(decision: str) -> str:
-    colour = {"allow": "green", "deny": "red", "would-deny": "yellow"}[decision]
+    colour = {"allow": "green", "deny": "red", "would-deny": "yellow", "failed": "magenta"}[
+        decision
+    ]
     return f"[{colour}]{decision}[/{colour}]"
 
 

@@ -14,22 +14,29 @@ The audit trail, when on, appends one entry per decision to the store's append-o
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from ditto.errors import InvalidInputError
+from ditto.errors import DittoError, InvalidInputError
 from ditto.runtime.context import NodeContext
 from workers.memory.contracts import (
     DEFAULT_NAMESPACE,
+    DeleteInput,
+    GetInput,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
     MemoryPatch,
+    QueryInput,
+    SearchInput,
+    UpdateInput,
     Visibility,
+    WriteInput,
 )
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError, forbidden
 from workers.memory.filters import is_visible
@@ -127,7 +134,7 @@ class AccessControl:
                 if self.enforcing:
                     refused = set(hidden)
                     items = [item for item in items if item.id not in refused]
-        await self.record(ctx, [item.id for item in items])
+        await self.record_items(ctx, items)
         return items
 
     async def stamp(self, ctx: NodeContext, drafts: list[MemoryDraft]) -> list[MemoryDraft]:
@@ -238,15 +245,82 @@ class AccessControl:
         self,
         ctx: NodeContext,
         ids: Sequence[str],
-        decision: Literal["allow", "deny", "would-deny"] = "allow",
+        decision: Literal["allow", "deny", "would-deny", "failed"] = "allow",
         detail: str | None = None,
+        *,
+        keys: Sequence[str] = (),
+        categories: Sequence[str] = (),
     ) -> None:
         """Append one audit entry (when the audit trail is on)."""
         if self.log is not None:
             event = AuditEvent(
-                now_from(self.clock), ctx.principal, ctx.node, list(ids), decision, detail
+                now_from(self.clock),
+                ctx.principal,
+                ctx.node,
+                list(ids),
+                decision,
+                detail,
+                list(dict.fromkeys(keys)),
+                list(dict.fromkeys(categories)),
             )
             await self.log.append_audit([event])
+
+    async def record_items(self, ctx: NodeContext, items: Sequence[MemoryItem]) -> None:
+        """``allow`` for what a call read or wrote: ids, keys and categories."""
+        if self.log is not None:
+            await self.record(
+                ctx,
+                [item.id for item in items],
+                keys=[item.key for item in items if item.key is not None],
+                categories=[item.category for item in items],
+            )
+
+    def audit_failures(self, handler: Handler[T]) -> Handler[T]:
+        """``handler`` whose failures are audited too (``failed``, with the code, and the ids,
+        keys and categories the request named). Refusals are audited where they are made."""
+        if self.log is None:
+            return handler
+
+        @functools.wraps(handler)
+        async def run(request: Any, ctx: NodeContext) -> T:
+            try:
+                return await handler(request, ctx)
+            except DittoError as exc:
+                if exc.code != MemoryErrorCode.FORBIDDEN:
+                    await self._record_failure(ctx, request, exc)
+                raise
+
+        return run
+
+    async def _record_failure(self, ctx: NodeContext, request: Any, exc: DittoError) -> None:
+        ids, keys, categories = _named(request)
+        try:
+            await self.record(
+                ctx, ids, "failed", f"{exc.code}: {exc.message}", keys=keys, categories=categories
+            )
+        except Exception:  # the call's own error is what the caller must see
+            logger.exception("auditing a failed %s call failed", ctx.node)
+
+
+Handler = Callable[[Any, NodeContext], Awaitable[T]]
+
+
+def _named(request: Any) -> tuple[list[str], list[str], list[str]]:
+    """The record ids, keys and categories a node input names."""
+    if isinstance(request, GetInput):
+        return list(request.ids), list(request.keys), []
+    if isinstance(request, WriteInput):
+        drafts = request.memories
+        return [], [d.key for d in drafts if d.key is not None], [d.category for d in drafts]
+    if isinstance(request, UpdateInput):
+        categories = [p.category for p in request.updates if isinstance(p.category, str)]
+        return [patch.id for patch in request.updates], [], categories
+    if isinstance(request, DeleteInput):
+        return list(request.ids), [], []
+    if isinstance(request, QueryInput | SearchInput):
+        found = request.filter
+        return [], [found.key] if found.key else [], [found.category] if found.category else []
+    return [], [], []
 
 
 OWNER_ONLY = "only the record's owner may change its visibility"

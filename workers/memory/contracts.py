@@ -148,9 +148,14 @@ class AuditEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
     node: str
     ids: list[str]
     """The records the call touched or returned (for a denial: the ones it was denied)."""
-    decision: Literal["allow", "deny", "would-deny"]
-    """``would-deny``: observe mode let through what enforce mode would have refused."""
+    decision: Literal["allow", "deny", "would-deny", "failed"]
+    """``would-deny``: observe mode let through what enforce mode would have refused;
+    ``failed``: the call failed (``detail`` holds its code and message)."""
     detail: str | None = None
+    keys: list[str] = msgspec.field(default_factory=list)
+    """The record keys the call named or touched (PRX audits keys, not only ids)."""
+    categories: list[str] = msgspec.field(default_factory=list)
+    """The categories of the records the call named or touched."""
 
 
 class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -248,7 +248,7 @@ class _MemoryNodes:
             for item, draft in zip(items, request.memories, strict=True)
         ):
             raise off_contract("WRITE must return one record per draft, in order")
-        await self.access.record(ctx, [item.id for item in items])
+        await self.access.record_items(ctx, items)
         return WriteOutput(items)
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
@@ -273,7 +273,7 @@ class _MemoryNodes:
         items = check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
         if [item.id for item in items] != ids:
             raise off_contract("UPDATE must return each requested record once, in order")
-        await self.access.record(ctx, ids)
+        await self.access.record_items(ctx, items)
         return UpdateOutput(items)
 
     async def _patched(self, patches: list[MemoryPatch]) -> list[MemoryItem]:
@@ -383,12 +383,15 @@ def create_memory_worker(
     return define_worker(
         "memory",
         {
-            "MEMORY.GET": backend_boundary(nodes.get),
-            "MEMORY.QUERY": backend_boundary(nodes.query),
-            "MEMORY.SEARCH": backend_boundary(nodes.search),
-            "MEMORY.WRITE": backend_boundary(nodes.write),
-            "MEMORY.UPDATE": backend_boundary(nodes.update),
-            "MEMORY.DELETE": backend_boundary(nodes.delete),
+            node_type: control.audit_failures(backend_boundary(handler))
+            for node_type, handler in (
+                ("MEMORY.GET", nodes.get),
+                ("MEMORY.QUERY", nodes.query),
+                ("MEMORY.SEARCH", nodes.search),
+                ("MEMORY.WRITE", nodes.write),
+                ("MEMORY.UPDATE", nodes.update),
+                ("MEMORY.DELETE", nodes.delete),
+            )
         },
         concurrency=concurrency,
         dispose=None if hygiene is None else hygiene.stop,

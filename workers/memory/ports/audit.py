@@ -21,8 +21,10 @@ class AuditEvent:
     principal: str | None
     node: str
     ids: Sequence[str]
-    decision: Literal["allow", "deny", "would-deny"]
+    decision: Literal["allow", "deny", "would-deny", "failed"]
     detail: str | None = field(default=None)
+    keys: Sequence[str] = ()
+    categories: Sequence[str] = ()
 
 
 class AuditLog(ABC):

@@ -341,6 +341,8 @@ class InProcessMemoryStore(
                     list(event.ids),
                     event.decision,
                     event.detail,
+                    list(event.keys),
+                    list(event.categories),
                 )
             )
 
@@ -353,7 +355,10 @@ class InProcessMemoryStore(
             if entry.seq > after and (principal is None or entry.principal == principal)
         )
         return [
-            msgspec.structs.replace(entry, ids=list(entry.ids)) for entry in islice(entries, limit)
+            msgspec.structs.replace(
+                entry, ids=list(entry.ids), keys=list(entry.keys), categories=list(entry.categories)
+            )
+            for entry in islice(entries, limit)
         ]
 
     async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:

@@ -29,6 +29,7 @@ __all__ = (
 
 _encode = msgspec.json.encode
 _decode_item = msgspec.json.Decoder(MemoryItem).decode
+_decode = msgspec.json.Decoder(list[str]).decode
 
 
 async def append_history(connection: Connection, s: str, entries: Sequence[HistoryEntry]) -> None:
@@ -75,27 +76,34 @@ async def restore_history(connection: Connection, s: str, entries: Sequence[Hist
 
 async def append_audit(pool: Executor, s: str, events: Sequence[AuditEvent]) -> None:
     await pool.executemany(
-        f"INSERT INTO {s}.memory_audit (at, principal, node, ids, decision, detail) "
-        "VALUES ($1, $2, $3, $4, $5, $6)",
+        f"INSERT INTO {s}.memory_audit "
+        "(at, principal, node, ids, decision, detail, keys, categories) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         [
             (
                 to_micros(e.at),
                 e.principal,
                 e.node,
-                _encode(list(e.ids)).decode(),
+                _json(e.ids),
                 e.decision,
                 e.detail,
+                _json(e.keys),
+                _json(e.categories),
             )
             for e in events
         ],
     )
 
 
+def _json(values: Sequence[str]) -> str:
+    return _encode(list(values)).decode()
+
+
 async def read_audit(
     pool: Executor, s: str, after: int, limit: int, principal: str | None
 ) -> list[AuditEntry]:
     rows = await pool.fetch(
-        "SELECT seq, at, principal, node, ids, decision, detail "
+        "SELECT seq, at, principal, node, ids, decision, detail, keys, categories "
         f"FROM {s}.memory_audit WHERE seq > $1 "
         "AND ($2::text IS NULL OR principal = $2) ORDER BY seq LIMIT $3",
         after,
@@ -108,9 +116,11 @@ async def read_audit(
             from_micros(row["at"]),
             row["principal"],
             row["node"],
-            msgspec.json.decode(row["ids"]),
+            _decode(row["ids"]),
             row["decision"],
             row["detail"],
+            _decode(row["keys"]),
+            _decode(row["categories"]),
         )
         for row in rows
     ]

@@ -150,6 +150,11 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE INDEX memory_audit_at ON {s}.memory_audit (at)",
         ),
         _vector_steps(s),
+        (
+            # The audit log names record keys and categories too, and records failed calls.
+            f"ALTER TABLE {s}.memory_audit ADD COLUMN keys text NOT NULL DEFAULT '[]', "
+            "ADD COLUMN categories text NOT NULL DEFAULT '[]'",
+        ),
     )
 
 

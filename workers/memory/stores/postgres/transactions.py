@@ -9,10 +9,13 @@ not the retryable ``STORE_UNAVAILABLE`` of a failure before the commit.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
+
+import asyncpg
 
 from ditto.runtime.deadlines import claim_outcome
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
@@ -44,9 +47,17 @@ async def committing(connection: Connection) -> AsyncIterator[None]:
     claim_outcome()
     try:
         await transaction.commit()
-    except UNREACHABLE as exc:
-        raise MemoryStoreError(
-            "the connection to the memory store failed while the change was committing: it may "
-            "or may not be stored (read it back before writing it again)",
-            code=MemoryErrorCode.OUTCOME_UNKNOWN,
-        ) from exc
+    except (asyncio.CancelledError, asyncpg.PostgresError) as exc:
+        if not isinstance(exc, UNREACHABLE):
+            raise  # the server refused the COMMIT (rolled back), or the caller is gone
+        raise _unknown() from exc
+    except Exception as exc:  # the connection broke with the COMMIT on the wire
+        raise _unknown() from exc
+
+
+def _unknown() -> MemoryStoreError:
+    return MemoryStoreError(
+        "the connection to the memory store failed while the change was committing: it may "
+        "or may not be stored (read it back before writing it again)",
+        code=MemoryErrorCode.OUTCOME_UNKNOWN,
+    )

@@ -25,6 +25,7 @@ __all__ = (
 
 _encode = msgspec.json.Encoder()
 _decode_item = msgspec.json.Decoder(MemoryItem).decode
+_decode = msgspec.json.Decoder(list[str]).decode
 
 
 def append_history(connection: sqlite3.Connection, entries: Sequence[HistoryEntry]) -> None:
@@ -71,18 +72,24 @@ def audit_rows(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
             to_micros(e.at),
             e.principal,
             e.node,
-            _encode.encode(list(e.ids)).decode(),
+            _json(e.ids),
             e.decision,
             e.detail,
+            _json(e.keys),
+            _json(e.categories),
         )
         for e in events
     ]
 
 
+def _json(values: Sequence[str]) -> str:
+    return _encode.encode(list(values)).decode()
+
+
 def append_audit(connection: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
     connection.executemany(
-        "INSERT INTO memory_audit (at, principal, node, ids, decision, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memory_audit (at, principal, node, ids, decision, detail, keys, categories) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
 
@@ -90,15 +97,28 @@ def append_audit(connection: sqlite3.Connection, rows: list[tuple[Any, ...]]) ->
 def read_audit(
     connection: sqlite3.Connection, after: int, limit: int, principal: str | None
 ) -> list[AuditEntry]:
-    sql = "SELECT seq, at, principal, node, ids, decision, detail FROM memory_audit WHERE seq > ?"
+    sql = (
+        "SELECT seq, at, principal, node, ids, decision, detail, keys, categories "
+        "FROM memory_audit WHERE seq > ?"
+    )
     params: list[Any] = [after]
     if principal is not None:
         sql += " AND principal = ?"
         params.append(principal)
     rows = connection.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit])
     return [
-        AuditEntry(seq, from_micros(at), who, node, msgspec.json.decode(ids), decision, detail)
-        for seq, at, who, node, ids, decision, detail in rows
+        AuditEntry(
+            seq,
+            from_micros(at),
+            who,
+            node,
+            _decode(ids),
+            decision,
+            detail,
+            _decode(keys),
+            _decode(categories),
+        )
+        for seq, at, who, node, ids, decision, detail, keys, categories in rows
     ]
 
 

@@ -109,7 +109,13 @@ _V4 = (
     "INSERT INTO memory_vector_state (singleton, generation) VALUES (1, 0)",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+_V5 = (
+    # The audit log names record keys and categories too, and records failed calls.
+    "ALTER TABLE memory_audit ADD COLUMN keys TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE memory_audit ADD COLUMN categories TEXT NOT NULL DEFAULT '[]'",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
