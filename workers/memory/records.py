@@ -14,6 +14,7 @@ import msgspec
 
 from ditto.errors import ErrorCode
 from workers.memory.contracts import (
+    DEFAULT_NAMESPACE,
     HistoryEntry,
     MemoryDraft,
     MemoryItem,
@@ -35,6 +36,7 @@ __all__ = (
     "content_text",
     "from_micros",
     "history_entry",
+    "namespaced",
     "new_id",
     "new_item",
     "now_from",
@@ -334,3 +336,28 @@ def apply_patch(
     elif patch.archived is False:
         changes["archived_at"] = None
     return msgspec.structs.replace(item, **changes)
+
+
+def namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
+    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
+    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
+    they write. A draft naming two different namespaces is refused, never guessed.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
+            differs from a namespace the draft gives.
+    """
+    named = draft.metadata.get("namespace", draft.namespace)
+    if named == draft.namespace:
+        return draft
+    if not isinstance(named, str) or not 1 <= len(named) <= 256:
+        raise MemoryStoreError(
+            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
+            "characters)"
+        )
+    if draft.namespace != DEFAULT_NAMESPACE:
+        raise MemoryStoreError(
+            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
+            f"metadata.namespace {named!r}"
+        )
+    return msgspec.structs.replace(draft, namespace=named)

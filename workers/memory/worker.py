@@ -45,7 +45,15 @@ from workers.memory.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.errors import MemoryStoreError
 from workers.memory.filters import matches_filter
 from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking, VectorStore
-from workers.memory.records import Clock, changes_text, now_from, order_key, plan_updates, utc_now
+from workers.memory.records import (
+    Clock,
+    changes_text,
+    namespaced,
+    now_from,
+    order_key,
+    plan_updates,
+    utc_now,
+)
 from workers.memory.retention import PeriodicHygiene, RetentionPolicy
 from workers.memory.search.hybrid import SearchEngine, SearchSettings
 from workers.memory.validation import check_input
@@ -68,31 +76,6 @@ _PATCH_FIELDS = (
     "visibility",
     "archived",
 )
-
-
-def _namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
-    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
-    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
-    they write. A draft naming two different namespaces is refused, never guessed.
-
-    Raises:
-        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
-            differs from a namespace the draft gives.
-    """
-    named = draft.metadata.get("namespace", draft.namespace)
-    if named == draft.namespace:
-        return draft
-    if not isinstance(named, str) or not 1 <= len(named) <= 256:
-        raise MemoryStoreError(
-            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
-            "characters)"
-        )
-    if draft.namespace != DEFAULT_NAMESPACE:
-        raise MemoryStoreError(
-            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
-            f"metadata.namespace {named!r}"
-        )
-    return msgspec.structs.replace(draft, namespace=named)
 
 
 def _check_limit(name: str, value: int) -> int:
@@ -224,7 +207,7 @@ class _MemoryNodes:
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
         self._start_hygiene()
         check_input(request)
-        memories = [_namespaced(position, draft) for position, draft in enumerate(request.memories)]
+        memories = [namespaced(position, draft) for position, draft in enumerate(request.memories)]
         request = msgspec.structs.replace(request, memories=memories)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
