@@ -30,15 +30,19 @@ def test_example_runs(script: Path, tmp_path: Path, redis_url: str) -> None:
     assert completed.returncode == 0, completed.stderr
 
 
-def test_the_context_example_shows_a_stale_writer_losing(tmp_path: Path, redis_url: str) -> None:
-    environment = {**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": redis_url}
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / "handbook" / "context_redis.py"), str(tmp_path)],
+def run_context_example(folder: Path, redis_url: str) -> subprocess.CompletedProcess[str]:
+    """The handbook's context example, with its memory file in ``folder``."""
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / "handbook" / "context_redis.py"), str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
-        env=environment,
+        env={**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": redis_url},
     )
+
+
+def test_the_context_example_shows_a_stale_writer_losing(tmp_path: Path, redis_url: str) -> None:
+    completed = run_context_example(tmp_path, redis_url)
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
     assert lines[0].startswith("working set: ")
@@ -48,14 +52,7 @@ def test_the_context_example_shows_a_stale_writer_losing(tmp_path: Path, redis_u
 
 def test_the_context_example_ends_with_the_clear_error_when_redis_is_down(tmp_path: Path) -> None:
     # Port 1 on loopback: nothing listens there, so every connection is refused at once.
-    environment = {**os.environ, "DITTO_WORKER_CONTEXT_REDIS_URL": "redis://127.0.0.1:1/0"}
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / "handbook" / "context_redis.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-    )
+    completed = run_context_example(tmp_path, "redis://127.0.0.1:1/0")
     assert completed.returncode == 1
     assert completed.stderr.strip().splitlines() == [
         "[STATE_STORE_UNAVAILABLE] CONTEXT.LOAD failed: the context store is unreachable"

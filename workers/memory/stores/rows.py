@@ -9,18 +9,24 @@ with JSON text for content, tags and metadata and integer microseconds for times
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from workers.memory.contracts import MemoryItem
+from workers.memory.contracts import AuditEntry, MemoryItem
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
 from workers.memory.records import from_micros, to_micros
 
+if TYPE_CHECKING:
+    from workers.memory.ports import AuditEvent
+
 __all__ = (
+    "AUDIT_COLUMNS",
     "GOVERNANCE_COLUMNS",
     "RECORD_COLUMNS",
     "ROW_FIELDS",
+    "audit_entry",
+    "audit_values",
     "governance_values",
     "record_values",
     "row_to_item",
@@ -51,6 +57,41 @@ relies on (a test holds the two together)."""
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
+_decode_names = msgspec.json.Decoder(list[str]).decode
+
+AUDIT_COLUMNS = ("at", "principal", "node", "ids", "decision", "detail", "keys", "categories")
+"""An audit row's stored columns, in the order of :func:`audit_values` (``seq`` comes first
+when read: see :func:`audit_entry`)."""
+
+
+def audit_values(event: AuditEvent) -> tuple[Any, ...]:
+    """An audit event's values for ``AUDIT_COLUMNS`` (lists as JSON text)."""
+    return (
+        to_micros(event.at),
+        event.principal,
+        event.node,
+        _encode(list(event.ids)).decode(),
+        event.decision,
+        event.detail,
+        _encode(list(event.keys)).decode(),
+        _encode(list(event.categories)).decode(),
+    )
+
+
+def audit_entry(row: Any) -> AuditEntry:
+    """An audit entry from a row of ``seq`` and ``AUDIT_COLUMNS`` (a tuple or a Record)."""
+    seq, at, principal, node, ids, decision, detail, keys, categories = row
+    return AuditEntry(
+        seq,
+        from_micros(at),
+        principal,
+        node,
+        _decode_names(ids),
+        decision,
+        detail,
+        _decode_names(keys),
+        _decode_names(categories),
+    )
 
 
 def record_values(item: MemoryItem) -> tuple[Any, ...]:

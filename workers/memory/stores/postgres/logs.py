@@ -10,6 +10,7 @@ import msgspec
 from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
 from workers.memory.ports import AuditEvent
 from workers.memory.records import from_micros, to_micros
+from workers.memory.stores.rows import AUDIT_COLUMNS, audit_entry, audit_values
 
 if TYPE_CHECKING:
     import asyncpg
@@ -29,7 +30,6 @@ __all__ = (
 
 _encode = msgspec.json.encode
 _decode_item = msgspec.json.Decoder(MemoryItem).decode
-_decode = msgspec.json.Decoder(list[str]).decode
 
 
 async def append_history(connection: Connection, s: str, entries: Sequence[HistoryEntry]) -> None:
@@ -74,56 +74,28 @@ async def restore_history(connection: Connection, s: str, entries: Sequence[Hist
     return added
 
 
+_AUDIT_COLUMNS = ", ".join(AUDIT_COLUMNS)
+
+
 async def append_audit(pool: Executor, s: str, events: Sequence[AuditEvent]) -> None:
+    marks = ", ".join(f"${n}" for n in range(1, len(AUDIT_COLUMNS) + 1))
     await pool.executemany(
-        f"INSERT INTO {s}.memory_audit "
-        "(at, principal, node, ids, decision, detail, keys, categories) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        [
-            (
-                to_micros(e.at),
-                e.principal,
-                e.node,
-                _json(e.ids),
-                e.decision,
-                e.detail,
-                _json(e.keys),
-                _json(e.categories),
-            )
-            for e in events
-        ],
+        f"INSERT INTO {s}.memory_audit ({_AUDIT_COLUMNS}) VALUES ({marks})",
+        [audit_values(event) for event in events],
     )
-
-
-def _json(values: Sequence[str]) -> str:
-    return _encode(list(values)).decode()
 
 
 async def read_audit(
     pool: Executor, s: str, after: int, limit: int, principal: str | None
 ) -> list[AuditEntry]:
     rows = await pool.fetch(
-        "SELECT seq, at, principal, node, ids, decision, detail, keys, categories "
-        f"FROM {s}.memory_audit WHERE seq > $1 "
+        f"SELECT seq, {_AUDIT_COLUMNS} FROM {s}.memory_audit WHERE seq > $1 "
         "AND ($2::text IS NULL OR principal = $2) ORDER BY seq LIMIT $3",
         after,
         principal,
         limit,
     )
-    return [
-        AuditEntry(
-            row["seq"],
-            from_micros(row["at"]),
-            row["principal"],
-            row["node"],
-            _decode(row["ids"]),
-            row["decision"],
-            row["detail"],
-            _decode(row["keys"]),
-            _decode(row["categories"]),
-        )
-        for row in rows
-    ]
+    return [audit_entry(row) for row in rows]
 
 
 async def purge_audit(pool: Executor, s: str, before: int, dry_run: bool) -> int:

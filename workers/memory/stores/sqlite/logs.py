@@ -12,6 +12,7 @@ import msgspec
 from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
 from workers.memory.ports import AuditEvent
 from workers.memory.records import from_micros, to_micros
+from workers.memory.stores.rows import AUDIT_COLUMNS, audit_entry, audit_values
 
 __all__ = (
     "append_audit",
@@ -25,7 +26,6 @@ __all__ = (
 
 _encode = msgspec.json.Encoder()
 _decode_item = msgspec.json.Decoder(MemoryItem).decode
-_decode = msgspec.json.Decoder(list[str]).decode
 
 
 def append_history(connection: sqlite3.Connection, entries: Sequence[HistoryEntry]) -> None:
@@ -67,59 +67,27 @@ def restore_history(connection: sqlite3.Connection, entries: list[HistoryEntry])
 
 def audit_rows(events: Sequence[AuditEvent]) -> list[tuple[Any, ...]]:
     """Rows for :func:`append_audit` (built on the caller's thread: events are plain data)."""
-    return [
-        (
-            to_micros(e.at),
-            e.principal,
-            e.node,
-            _json(e.ids),
-            e.decision,
-            e.detail,
-            _json(e.keys),
-            _json(e.categories),
-        )
-        for e in events
-    ]
+    return [audit_values(event) for event in events]
 
 
-def _json(values: Sequence[str]) -> str:
-    return _encode.encode(list(values)).decode()
+_AUDIT_COLUMNS = ", ".join(AUDIT_COLUMNS)
 
 
 def append_audit(connection: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    connection.executemany(
-        "INSERT INTO memory_audit (at, principal, node, ids, decision, detail, keys, categories) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    marks = ", ".join("?" * len(AUDIT_COLUMNS))
+    connection.executemany(f"INSERT INTO memory_audit ({_AUDIT_COLUMNS}) VALUES ({marks})", rows)
 
 
 def read_audit(
     connection: sqlite3.Connection, after: int, limit: int, principal: str | None
 ) -> list[AuditEntry]:
-    sql = (
-        "SELECT seq, at, principal, node, ids, decision, detail, keys, categories "
-        "FROM memory_audit WHERE seq > ?"
-    )
+    sql = f"SELECT seq, {_AUDIT_COLUMNS} FROM memory_audit WHERE seq > ?"
     params: list[Any] = [after]
     if principal is not None:
         sql += " AND principal = ?"
         params.append(principal)
     rows = connection.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit])
-    return [
-        AuditEntry(
-            seq,
-            from_micros(at),
-            who,
-            node,
-            _decode(ids),
-            decision,
-            detail,
-            _decode(keys),
-            _decode(categories),
-        )
-        for seq, at, who, node, ids, decision, detail, keys, categories in rows
-    ]
+    return [audit_entry(row) for row in rows]
 
 
 def purge_audit(connection: sqlite3.Connection, before: int, dry_run: bool) -> int:
