@@ -194,8 +194,19 @@ def import_records(
                         check_record(parsed.record)
                     if parsed.entry is not None:
                         check_record(parsed.entry)
-                except (msgspec.DecodeError, msgspec.ValidationError, DittoError) as exc:
-                    reason = exc.message if isinstance(exc, DittoError) else str(exc)
+                except (
+                    msgspec.DecodeError,
+                    msgspec.ValidationError,
+                    DittoError,
+                    RecursionError,
+                ) as exc:
+                    reason = (
+                        exc.message
+                        if isinstance(exc, DittoError)
+                        else "nested too deeply"
+                        if isinstance(exc, RecursionError)
+                        else str(exc)
+                    )
                     done = f"{records} records and {entries} history entries were imported"
                     raise DittoError(
                         f"line {number}: {reason} ({done} before it)", code="INVALID_INPUT"

@@ -93,6 +93,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}: invalid YAML{where}") from None
+    except RecursionError:  # PyYAML recurses once per level of nesting
+        raise ConfigError(f"{path}: the YAML is nested too deeply to be a configuration") from None
+    except ValueError:  # an integer past Python's 4,300-digit conversion limit
+        raise ConfigError(f"{path}: the YAML holds a number too long to read") from None
     if document is None:
         return {}
     if not isinstance(document, dict):

@@ -255,6 +255,8 @@ def _normalise(position: int, source: Any) -> tuple[ContextItem, Reference | Non
         reference = msgspec.convert(source, Reference)
     except msgspec.ValidationError as exc:
         raise _invalid(f"sources[{position}]: {exc}") from None
+    except ValueError:  # msgspec's UnicodeEncodeError for a lone surrogate in a name or value
+        raise _invalid(f"sources[{position}] holds text that is not valid Unicode") from None
     reference_json = msgspec.to_builtins(reference)
     item = ContextItem(
         stable_id("reference", reference_json),

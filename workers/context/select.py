@@ -33,9 +33,12 @@ def truthy(metadata: dict[str, Any] | None, key: str) -> bool:
 def number(metadata: dict[str, Any] | None, key: str) -> float:
     """``metadata[key]`` when it is a finite number (booleans are not numbers), else 0."""
     value = None if metadata is None else metadata.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return value
+    try:
+        return float(value) if math.isfinite(value) else 0
+    except OverflowError:  # an integer past the float range is no usable number either
+        return 0
 
 
 def text_content(content: Any) -> str:

@@ -9,8 +9,9 @@ writes (nor refreshes the TTL), ``expected_version`` is honoured, and a concurre
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -175,6 +176,24 @@ class _ContextNodes:
         return await self._scoped(request, operation)
 
 
+def _bounded_depth(handler: Handler[T]) -> Handler[T]:
+    """``handler`` whose input nested deeper than the operations can walk (they recurse over
+    JSON values: canonical encoding, stable ids, text extraction) is ``INVALID_INPUT``, not an
+    internal error. A context is only stored after those walks, so nothing changes."""
+
+    @functools.wraps(handler)
+    async def run(request: Any, ctx: NodeContext) -> T:
+        try:
+            return await handler(request, ctx)
+        except RecursionError:
+            raise _invalid("the input is nested too deeply") from None
+
+    return run
+
+
+Handler = Callable[[Any, NodeContext], Awaitable[T]]
+
+
 def create_context_worker(
     *,
     store: ContextStateStore | None = None,
@@ -201,10 +220,10 @@ def create_context_worker(
     return define_worker(
         "context",
         {
-            "CONTEXT.LOAD": nodes.load,
-            "CONTEXT.SELECT": nodes.select,
-            "CONTEXT.UPDATE": nodes.update,
-            "CONTEXT.COMPRESS": nodes.compress,
+            "CONTEXT.LOAD": _bounded_depth(nodes.load),
+            "CONTEXT.SELECT": _bounded_depth(nodes.select),
+            "CONTEXT.UPDATE": _bounded_depth(nodes.update),
+            "CONTEXT.COMPRESS": _bounded_depth(nodes.compress),
         },
         concurrency=concurrency,
         # Outputs are built from contexts the operations validated (and the store decoded).

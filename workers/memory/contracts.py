@@ -61,7 +61,9 @@ NonEmpty = Annotated[str, Meta(min_length=1, max_length=1024)]
 Name = Annotated[str, Meta(min_length=1, max_length=256)]
 Tag = Annotated[str, Meta(min_length=1, max_length=256)]
 MetadataKey = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_:\-]{1,128}$")]
-Scalar = str | int | float | bool | None
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+"""An integer every store can compare and keep (SQLite's and PostgreSQL's 64 bits)."""
+Scalar = str | Int64 | float | bool | None
 Timestamp = Annotated[datetime, Meta(tz=True)]
 """Timezone-aware; naive datetimes are refused rather than guessed."""
 
@@ -117,8 +119,8 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     source: str | None
     created_at: Timestamp
     updated_at: Timestamp
-    version: Annotated[int, Meta(ge=1)]
-    usage_count: Annotated[int, Meta(ge=0)]
+    version: Annotated[int, Meta(ge=1, le=2**63 - 1)]
+    usage_count: Annotated[int, Meta(ge=0, le=2**63 - 1)]
     last_used_at: Timestamp | None
     # Governance fields come last, with defaults, so exports written before them still import.
     pinned: bool = False
@@ -132,7 +134,7 @@ class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
     """One change of a record, as the record stood after it (before it, for ``delete``)."""
 
     id: NonEmpty
-    version: Annotated[int, Meta(ge=1)]
+    version: Annotated[int, Meta(ge=1, le=2**63 - 1)]
     change: Literal["create", "upsert", "update", "archive", "delete"]
     at: Timestamp
     record: MemoryItem

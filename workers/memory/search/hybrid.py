@@ -93,13 +93,21 @@ class SearchSettings:
 
 
 def _number(name: str, value: object, *, positive: bool, allow_negative: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise MemoryStoreError(f"{name} must be a finite number")
     if positive and value <= 0:
         raise MemoryStoreError(f"{name} must be more than 0")
     if not positive and not allow_negative and value < 0:
         raise MemoryStoreError(f"{name} must not be negative")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """Finite as a float: an integer past the float range (2**1100) is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
