@@ -10,7 +10,8 @@ import pytest
 from ditto import create_ditto
 from tests.workers.context.conftest import TTL_MS, ContextHarness, queue_worker
 from workers.context import ContextScope, ContextStateStore, StoredContext
-from workers.context.contracts import Context
+from workers.context.contracts import Context, ContextItem
+from workers.context.errors import ContextError
 
 pytestmark = pytest.mark.anyio
 
@@ -214,3 +215,18 @@ async def test_state_is_a_snapshot(context: ContextHarness) -> None:
     read = await context.ok("CONTEXT.LOAD", {"scope": SCOPE})
     assert read.items[0].content == {"text": "original"}
     assert isinstance(read, Context)
+
+
+async def test_a_context_that_cannot_be_stored_leaves_the_stored_one(
+    context: ContextHarness,
+) -> None:
+    store = context.store
+    assert store is not None
+    scope = ContextScope(session_id="unstorable")
+    kept = await store.compare_and_set(scope, None, Context([ContextItem("a", "fine")]))
+    with pytest.raises(ContextError) as raised:
+        await store.compare_and_set(scope, kept.version, Context([ContextItem("b", "\ud800")]))
+    assert raised.value.code == "INVALID_INPUT"
+    stored = await store.get(scope)
+    assert stored is not None
+    assert (stored.version, stored.context.items) == (kept.version, kept.context.items)
