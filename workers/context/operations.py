@@ -212,6 +212,9 @@ class ContextOperations:
 
     async def compress(self, request: CompressInput, context: Context, ctx: NodeContext) -> Context:
         self.unique(context)
+        for item in context.items:  # an explicit context is caller data: JSON, like everywhere
+            js_json(item.content, sort_keys=False)
+            js_json(item.metadata, sort_keys=False)
         max_items = self.policy.item_cap(request.max_items)
         max_tokens = self.policy.token_cap(request.max_tokens)
         compressor = self.services.compressor
@@ -257,6 +260,8 @@ def _normalise(position: int, source: Any) -> tuple[ContextItem, Reference | Non
         raise _invalid(f"sources[{position}]: {exc}") from None
     except ValueError:  # msgspec's UnicodeEncodeError for a lone surrogate in a name or value
         raise _invalid(f"sources[{position}] holds text that is not valid Unicode") from None
+    except TypeError:  # msgspec.to_builtins: a Python value that is not JSON (a complex number)
+        raise _invalid(f"sources[{position}] holds a value that is not JSON") from None
     reference_json = msgspec.to_builtins(reference)
     item = ContextItem(
         stable_id("reference", reference_json),

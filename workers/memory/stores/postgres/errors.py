@@ -74,6 +74,10 @@ async def postgres_errors() -> AsyncIterator[None]:
     """Translate driver failures raised inside the block (see :func:`translate`)."""
     try:
         yield
+    except UnicodeEncodeError as exc:  # asyncpg encoding a lone surrogate
+        raise MemoryStoreError(
+            "text that is not valid Unicode cannot be stored or looked up"
+        ) from exc
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
         translated = translate(exc)
         if translated is None:

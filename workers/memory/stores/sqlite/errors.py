@@ -75,6 +75,10 @@ def sqlite_errors(path: Path) -> Iterator[None]:
     """Translate driver failures raised inside the block (see :func:`translate`)."""
     try:
         yield
+    except UnicodeEncodeError as exc:  # sqlite3 binding a lone surrogate (admin calls, direct use)
+        raise MemoryStoreError(
+            "text that is not valid Unicode cannot be stored or looked up"
+        ) from exc
     except sqlite3.Error as exc:
         translated = translate(exc, path)
         if translated is None:
