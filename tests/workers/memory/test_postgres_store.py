@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -264,3 +265,29 @@ async def test_a_connection_lost_during_commit_is_outcome_unknown_never_retryabl
         await store.aclose()
     assert result.error is not None
     assert (result.error.code, result.error.retryable) == ("OUTCOME_UNKNOWN", False)
+
+
+@pytest.mark.parametrize("wrong", ["role", "database"])
+async def test_a_wrong_role_or_database_is_a_clean_non_retryable_error(
+    postgres_space: PostgresSpace, wrong: str
+) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(postgres_space.url)
+    host = f"{parts.hostname}:{parts.port or 5432}"
+    user, database = parts.username or "postgres", parts.path.lstrip("/")
+    if wrong == "role":
+        url = f"postgresql://no_such_role_{uuid4().hex[:8]}:pw@{host}/{database}"
+    else:
+        url = f"postgresql://{user}@{host}/no_such_db_{uuid4().hex[:8]}"
+    store = PostgresMemoryStore.from_url(url)
+    try:
+        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+            result = await runtime.invoke("MEMORY.QUERY", {})
+    finally:
+        await store.aclose()
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("STORE_UNAVAILABLE", False)
+    assert "role" in result.error.message
+    for part in ("no_such", "pw", host):
+        assert part not in result.error.message
