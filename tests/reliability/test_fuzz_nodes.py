@@ -837,9 +837,6 @@ async def test_context_priority_past_the_float_range_is_refused_or_used(
     )
 
 
-# --------------------------------------------------------------------------- bugs found (fixed)
-
-
 @pytest.mark.parametrize(
     "content", [{"": complex(1, 2)}, [object()], complex(0, 1)], ids=["complex", "object", "bare"]
 )

@@ -29,7 +29,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ditto import create_ditto
 from tests.services import PostgresSpace
@@ -106,36 +106,40 @@ WRITER = (
 OpenStore = Callable[[], Awaitable[MemoryStore]]
 
 
+async def _line(lines: BufferedByteReceiveStream) -> str | None:
+    """The child's next line, or ``None`` once it has no more."""
+    try:
+        return (await lines.receive_until(b"\n", 1_024)).decode()
+    except (anyio.EndOfStream, anyio.IncompleteRead):
+        return None
+
+
 async def _run_and_kill(rng: random.Random, arguments: list[str], tag: int) -> set[int]:
     """One writer, killed at a random moment: the batches it acknowledged."""
-    child = subprocess.Popen(  # noqa: ASYNC220 - a child we kill, not one we await
-        [sys.executable, "-c", WRITER, *arguments, str(tag), str(SIZE)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    lines: list[str] = []
-    try:
-        with anyio.fail_after(60):
-            ready = await anyio.to_thread.run_sync(child.stdout.readline)
-            assert ready.strip() == "ready", ready
-            started = time.monotonic()
-            for _ in range(rng.randint(0, 3)):
-                lines.append(await anyio.to_thread.run_sync(child.stdout.readline))
-            # The kill lands a random fraction of a batch later (this picks the moment; nothing
-            # waits on it): at most 1.5 batch durations, as measured so far.
-            batch_s = (time.monotonic() - started) / len(lines) if lines else 0.05
-            await anyio.sleep(rng.uniform(0, 1.5 * batch_s))
-        child.send_signal(signal.SIGKILL)
-    finally:
-        if child.poll() is None:
+    command = [sys.executable, "-c", WRITER, *arguments, str(tag), str(SIZE)]
+    # anyio's own process (no helper thread): a thread outliving the test would keep its event
+    # loop alive for the rest of the session.
+    async with await anyio.open_process(command, stdin=subprocess.DEVNULL, stderr=None) as child:
+        assert child.stdout is not None
+        lines = BufferedByteReceiveStream(child.stdout)
+        try:
+            with anyio.fail_after(60):
+                assert await _line(lines) == "ready"
+                started = anyio.current_time()
+                acknowledged = [await _line(lines) for _ in range(rng.randint(0, 3))]
+                assert None not in acknowledged, "the writer stopped on its own"
+                # The kill lands a random fraction of a batch later (this picks the moment;
+                # nothing waits on it): at most 1.5 batch durations, as measured so far.
+                elapsed = anyio.current_time() - started
+                batch_s = elapsed / len(acknowledged) if acknowledged else 0.05
+                await anyio.sleep(rng.uniform(0, 1.5 * batch_s))
+        finally:
             child.kill()
-        child.wait(timeout=30)
-        lines += child.stdout.read().splitlines()  # acknowledged before it died
-        child.stdout.close()
-    assert child.returncode == -signal.SIGKILL, lines  # killed, not failed on its own
-    assert not [line for line in lines if line.startswith("failed")], lines
-    return {int(line) for line in lines if line.strip().isdigit()}
+        while (line := await _line(lines)) is not None:  # acknowledged before it died
+            acknowledged.append(line)
+        assert await child.wait() == -signal.SIGKILL, acknowledged  # killed, not failed
+    assert not [line for line in acknowledged if line and line.startswith("failed")], acknowledged
+    return {int(line) for line in acknowledged if line and line.isdigit()}
 
 
 async def _check_after_kill(

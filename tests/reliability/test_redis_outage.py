@@ -91,6 +91,13 @@ async def _start_again(
         await client.aclose()
 
 
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Wait for a server that was killed or told to shut down (moments). Blocking, on purpose:
+    a helper thread (``anyio.to_thread``) would outlive the test and keep its event loop alive
+    for the rest of the session."""
+    process.wait(timeout=10)
+
+
 async def _call(runtime: Ditto, node: str, payload: dict[str, Any]) -> NodeResult[Any]:
     with anyio.fail_after(PROMPT_S):
         return await runtime.invoke(node, payload)
@@ -123,7 +130,7 @@ async def test_a_stopped_server_fails_fast_and_the_same_runtime_recovers(
         assert loaded.ok, (outage, loaded.error)
         running = restarted[-1] if restarted else process
         running.kill()  # a crash: nothing saved
-        await anyio.to_thread.run_sync(running.wait)
+        _reap(running)
 
         await _assert_unavailable(runtime)
 
@@ -148,7 +155,7 @@ async def test_state_saved_before_a_restart_is_kept_version_and_all(
         await client.shutdown(save=True)  # a clean stop: the data goes to dump.rdb in --dir
     finally:
         await client.aclose()
-    await anyio.to_thread.run_sync(process.wait)
+    _reap(process)
 
     await _assert_unavailable(runtime)
 
