@@ -7,7 +7,7 @@ import inspect
 import math
 from collections.abc import Iterable
 from time import perf_counter
-from types import CodeType, TracebackType
+from types import TracebackType
 from typing import Any, Self
 
 import anyio
@@ -28,7 +28,7 @@ from ditto.runtime.invocation import invoke_route, new_execution_id
 from ditto.runtime.results import GraphRunError, RunResult
 from ditto.runtime.router import Replica, Route, WorkerInfo
 from ditto.runtime.scheduler import execute_plan
-from ditto.runtime.watchdog import LoopWatchdog, code_of
+from ditto.runtime.watchdog import LoopWatchdog, handler_codes
 from ditto.runtime.worker import WorkerDefinition
 
 __all__ = ("Ditto", "WorkerHandle", "create_ditto")
@@ -73,7 +73,11 @@ class Ditto:
         self._closed: anyio.Event | None = None
         self._close_error: BaseException | None = None
         stall_ms = self.settings.runtime.stall_warning_ms
-        self._watchdog = None if stall_ms is None else LoopWatchdog(stall_ms / 1000, self._codes)
+        self._watchdog = (
+            None
+            if stall_ms is None
+            else LoopWatchdog(stall_ms / 1000, lambda: handler_codes(self._definitions))
+        )
         self._watching = self._watchdog is None  # started by the first call (it needs the loop)
 
     async def __aenter__(self) -> Self:
@@ -418,16 +422,6 @@ class Ditto:
                 raise self._close_error
         finally:
             closed.set()
-
-    def _codes(self) -> dict[CodeType, str]:
-        """What the watchdog names: each registered handler's code, by node type and worker."""
-        codes: dict[CodeType, str] = {}
-        for definition in self._definitions:
-            for node_type, bound in definition.nodes.items():
-                code = code_of(bound.handler)
-                if code is not None:
-                    codes[code] = f"{node_type} (worker {definition.type!r})"
-        return codes
 
 
 async def _dispose_all(definitions: Iterable[WorkerDefinition]) -> list[Exception]:

@@ -18,9 +18,14 @@ import threading
 from collections.abc import Callable
 from time import monotonic
 from types import CodeType, FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ("LoopWatchdog", "code_of")
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ditto.runtime.worker import WorkerDefinition
+
+__all__ = ("LoopWatchdog", "code_of", "handler_codes")
 
 logger = logging.getLogger("ditto.runtime.watchdog")
 
@@ -114,3 +119,14 @@ def code_of(handler: Any) -> CodeType | None:
     if code is None:
         code = getattr(getattr(function, "__call__", None), "__code__", None)  # noqa: B004
     return code if isinstance(code, CodeType) else None
+
+
+def handler_codes(definitions: Iterable[WorkerDefinition]) -> dict[CodeType, str]:
+    """What the watchdog names: each registered handler's code, by node type and worker."""
+    codes: dict[CodeType, str] = {}
+    for definition in definitions:
+        for node_type, bound in definition.nodes.items():
+            code = code_of(bound.handler)
+            if code is not None:
+                codes[code] = f"{node_type} (worker {definition.type!r})"
+    return codes
