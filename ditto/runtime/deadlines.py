@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from typing import Any
 from weakref import WeakKeyDictionary
 
-__all__ = ("CURRENT", "Deadline", "arm", "claim_outcome", "current_deadline")
+__all__ = ("CURRENT", "Deadline", "arm", "claim_outcome")
 
 _SLOTS_PER_SECOND = 1000
 _PRECISION = 128  # a slot is at most 1/128 of the time left until the deadline
@@ -34,16 +34,12 @@ _PRECISION = 128  # a slot is at most 1/128 of the time left until the deadline
 class Deadline:
     """One armed deadline; :attr:`fired` tells whether it cancelled the task."""
 
-    __slots__ = ("_slot", "_wheel", "claimed", "fired", "task", "when")
+    __slots__ = ("_slot", "_wheel", "claimed", "fired", "task")
 
-    def __init__(
-        self, wheel: _Wheel, slot: tuple[int, int], task: asyncio.Task[Any], when: float
-    ) -> None:
+    def __init__(self, wheel: _Wheel, slot: tuple[int, int], task: asyncio.Task[Any]) -> None:
         self._wheel = wheel
         self._slot = slot
         self.task = task
-        self.when = when
-        """The deadline on the loop's clock (``time.monotonic()`` for asyncio's loops)."""
         self.fired = False
         self.claimed = False
         """The handler reports the real outcome of a commit (see :func:`claim_outcome`)."""
@@ -79,7 +75,7 @@ class _Wheel:
         if entries is None:
             entries = self.slots[slot] = set()
             loop.call_at(slot[1] * width / _SLOTS_PER_SECOND, self._expire, slot)
-        deadline = Deadline(self, slot, task, when)
+        deadline = Deadline(self, slot, task)
         entries.add(deadline)
         return deadline
 
@@ -108,13 +104,6 @@ def arm(
 
 CURRENT: ContextVar[Deadline | None] = ContextVar("ditto_deadline", default=None)
 """The deadline of the invocation whose handler is running (set by the runtime)."""
-
-
-def current_deadline() -> float | None:
-    """The running invocation's deadline on the loop's clock (``time.monotonic()``), or
-    ``None`` outside an invocation."""
-    deadline = CURRENT.get()
-    return None if deadline is None else deadline.when
 
 
 def claim_outcome() -> None:
