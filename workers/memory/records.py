@@ -4,7 +4,8 @@ every backend behaves the same."""
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -58,7 +59,15 @@ def utc_now() -> datetime:
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A new record id: a UUIDv7 (RFC 9562) — milliseconds since the epoch, then 74 random
+    bits. Ids of records written one after another sort by time, so inserts append to the end
+    of every index on ``id`` instead of landing at random pages of it (and page in less of a
+    large store); within a millisecond the random bits keep them unique."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10))
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10xx (RFC 9562)
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def to_micros(moment: datetime) -> int:

@@ -46,6 +46,9 @@ def check_input(request: msgspec.Struct, free_text: Collection[str] = FREE_TEXT)
     Raises:
         MemoryStoreError: ``INVALID_INPUT`` naming the field (never echoing the value).
     """
+    if _clean(request, free_text):
+        return
+    # Something is off: walk again, slowly, to name the field.
     stack: list[tuple[Any, _Where, int, bool]] = [(request, None, 0, False)]
     while stack:
         value, where, depth, nul_ok = stack.pop()
@@ -77,6 +80,71 @@ def check_input(request: msgspec.Struct, free_text: Collection[str] = FREE_TEXT)
                     stack.append((child, (where, name), depth + 1, nul_ok or name in free_text))
         else:
             raise _refused(where, f"contains a {type(value).__name__}, which is not JSON")
+
+
+def _clean(request: msgspec.Struct, free_text: Collection[str]) -> bool:
+    """The fast check: gather every text in one walk that formats nothing, then test the
+    joined text once (NUL, valid Unicode) in C. ``False`` means "look closer", not "refused":
+    the slow walk above decides, and names the field."""
+    strict: list[str] = []
+    free: list[str] = []
+    if not _gather(request, 0, False, strict, free, free_text):
+        return False
+    text = "".join(strict)
+    if "\x00" in text:
+        return False
+    return _encodable(text) and _encodable("".join(free))
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _gather(
+    value: Any,
+    depth: int,
+    nul_ok: bool,
+    strict: list[str],
+    free: list[str],
+    free_text: Collection[str],
+) -> bool:
+    kind = type(value)
+    if kind is str:
+        (free if nul_ok else strict).append(value)
+        return True
+    if value is None or kind is int or kind is bool:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return False
+    depth += 1
+    if kind is dict:
+        texts = free if nul_ok else strict
+        for key, child in value.items():
+            if type(key) is not str:
+                return False
+            texts.append(key)
+            if not _gather(child, depth, nul_ok, strict, free, free_text):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(_gather(child, depth, nul_ok, strict, free, free_text) for child in value)
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            child = getattr(value, name)
+            if child is msgspec.UNSET or isinstance(child, datetime):
+                continue
+            if not _gather(child, depth, nul_ok or name in free_text, strict, free, free_text):
+                return False
+        return True
+    return False  # str or int subclasses, other types: the slow walk decides
 
 
 _TIMESTAMPS = ("created_at", "updated_at", "last_used_at", "archived_at")

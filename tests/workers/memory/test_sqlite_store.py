@@ -213,3 +213,56 @@ def test_metadata_filter_keys_built_in_python_are_checked() -> None:
     hostile = MemoryFilter(metadata={"x\"') IS NULL OR 1=1 OR json_type(m.metadata, '$.\"x": None})
     with pytest.raises(MemoryStoreError, match="metadata filter keys"):
         where_clause(hostile)
+
+
+async def test_writes_queued_together_commit_together_each_with_its_own_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit: while the writer is busy, queued writes wait and then commit in one
+    transaction; one that fails leaves the others written, one whose caller gave up is not."""
+    import threading
+
+    from workers.memory.stores.sqlite.threads import SqliteThreads
+
+    real_row, real_attempt = sqlite_module.fts_row, SqliteThreads._attempt
+    first_running, release = threading.Event(), threading.Event()
+    groups: list[int] = []
+
+    def gated(item):  # type: ignore[no-untyped-def]
+        if item.content == "first":
+            first_running.set()
+            release.wait(10)
+        if item.content == "bad":
+            raise OSError("disk full")
+        return real_row(item)
+
+    def counted(self, connection, group, usage):  # type: ignore[no-untyped-def]
+        groups.append(len(group))
+        return real_attempt(self, connection, group, usage)
+
+    monkeypatch.setattr(sqlite_module, "fts_row", gated)
+    monkeypatch.setattr(SqliteThreads, "_attempt", counted)
+    outcomes: dict[str, object] = {}
+    async with SqliteMemoryStore(tmp_path / "m.sqlite") as store:
+
+        async def write(content: str) -> None:
+            try:
+                outcomes[content] = await store.write([MemoryDraft(content=content)], "create")
+            except OSError as exc:  # the worker's boundary makes it MEMORY_BACKEND_ERROR
+                outcomes[content] = exc
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write, "first")
+            await anyio.to_thread.run_sync(first_running.wait, 10)
+            for name in ("a", "bad", "b", "c"):
+                group.start_soon(write, name)
+            with anyio.CancelScope() as gave_up:
+                gave_up.cancel()  # a caller that leaves while its write is still queued
+                await write("left")
+            await anyio.sleep(0.05)  # let the four reach the queue
+            release.set()
+        stored = {item.content for item in await store.query(ALL, OrderBy(), 100, None)}
+    assert stored == {"first", "a", "b", "c"}
+    assert isinstance(outcomes["bad"], OSError)
+    assert "left" not in outcomes
+    assert groups[:2] == [1, 4]  # the four queued behind "first" shared one transaction

@@ -35,6 +35,18 @@ async def test_write_assigns_ids_timestamps_and_version(memory: MemoryHarness) -
     assert item.metadata == {}
 
 
+async def test_ids_are_uuid7_in_write_order(memory: MemoryHarness) -> None:
+    import uuid
+
+    first = await memory.write({"content": "one"})
+    await anyio.sleep(0.002)  # the next millisecond
+    later = await memory.write(*({"content": n} for n in range(50)))
+    ids = [item.id for item in (*first, *later)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122 for i in ids)
+    assert all(first[0].id < item.id for item in later)
+
+
 async def test_write_with_the_same_key_and_fields_replays_the_stored_record(
     memory: MemoryHarness,
 ) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from time import monotonic
 from typing import TypeVar
@@ -35,7 +36,7 @@ LOCK_SLICE_S = 0.05
 """How long one wait for another process's write lock lasts before the job checks whether its
 caller gave up."""
 
-_PENDING, _RUNNING, _COMMITTING, _ABORTED, _DONE = range(5)
+_PENDING, _RUNNING, _RAN, _COMMITTING, _ABORTED, _DONE = range(6)
 _BUSY = 5  # SQLITE_BUSY
 
 
@@ -44,7 +45,8 @@ class Aborted(Exception):
 
 
 class Job:
-    """The shared state of one hop: pending, running, committing, aborted or done."""
+    """The shared state of one hop: pending, running, ran (its part of a group transaction is
+    done, the commit is not), committing, aborted or done."""
 
     __slots__ = ("_connection", "_lock", "_state")
 
@@ -66,6 +68,14 @@ class Job:
                 raise Aborted()
             self._state = _RUNNING
             self._connection = connection
+
+    def ran(self) -> None:
+        """The job's statements are done; the transaction it is part of has not committed. An
+        abort from here on interrupts nothing (another job may be using the connection)."""
+        with self._lock:
+            if self._state == _RUNNING:
+                self._state = _RAN
+            self._connection = None
 
     def may_commit(self) -> bool:
         """Whether the thread may commit now (from here on an abort comes too late)."""
@@ -99,13 +109,15 @@ class Job:
             return True
 
 
-def begin_immediate(connection: sqlite3.Connection, job: Job, budget_s: float) -> None:
+def begin_immediate(
+    connection: sqlite3.Connection, gave_up: Callable[[], bool], budget_s: float
+) -> None:
     """``BEGIN IMMEDIATE``, waiting at most ``budget_s`` for another process's write lock, in
-    slices of :data:`LOCK_SLICE_S` so an aborted job stops waiting (SQLite's own busy wait
+    slices of :data:`LOCK_SLICE_S` so aborted jobs stop waiting (SQLite's own busy wait
     ignores interrupts). The connection's ``busy_timeout`` must be the slice.
 
     Raises:
-        Aborted: The caller gave up while the job waited.
+        Aborted: ``gave_up()`` said every caller gave up while the jobs waited.
         sqlite3.OperationalError: ``SQLITE_BUSY`` once the budget is spent.
     """
     give_up = monotonic() + budget_s
@@ -117,7 +129,7 @@ def begin_immediate(connection: sqlite3.Connection, job: Job, budget_s: float) -
             busy = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _BUSY
             if not busy or monotonic() >= give_up:
                 raise
-            if job.aborted:
+            if gave_up():
                 raise Aborted() from exc
 
 

@@ -11,9 +11,12 @@ a long tail. The plan keeps OR recall without that cost:
    rarest first while their summed document frequencies stay within ``budget`` postings (the
    rarest word is always kept): the frequent words left out carry little IDF, and scoring their
    postings is what makes OR slow.
-4. Phase 1 ranks the matches of the kept words by BM25, filter applied before the limit. When
-   even the rarest word alone exceeds the budget, phase 1 ranks only the newest slice of the
-   index that holds about ``budget`` of its postings (rowids grow with time).
+4. Phase 1 ranks the matches of the kept words by BM25 inside FTS5 (its fast path: only the
+   top rows are joined to their records). A filter is applied to the best ``4 × limit + 20``
+   of them; only when that leaves fewer than ``limit`` is the filter joined before ranking
+   (exact for any filter, but it joins every match). When even the rarest word alone exceeds
+   the budget, phase 1 ranks only the newest slice of the index that holds about ``budget`` of
+   its postings (rowids grow with time).
 5. If phase 1 found fewer than ``limit`` records and something was left out, phase 2 fills the
    rest with the newest records matching any query word (postings are read newest first, so
    this costs ``limit`` rows, not whole doclists), scored by BM25 and ranked after phase 1.
@@ -35,6 +38,10 @@ __all__ = ("DEFAULT_BUDGET", "KeywordPlanner", "keyword_search", "prepare_connec
 
 DEFAULT_BUDGET = 4_000
 """Postings phase 1 may rank; bounds the cost of one search (~1-2 µs per posting here)."""
+
+_FILTER_OVERFETCH = 4
+_FILTER_SLACK = 20
+"""A filtered search first ranks ``limit × 4 + 20`` matches inside FTS5 and filters those."""
 
 _CACHE_ENTRIES = 50_000
 _FREQUENCY_TTL = 10.0
@@ -160,22 +167,25 @@ def keyword_search(
     if spent > budget:
         (top,) = connection.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchone()
         newest = int(top * (1 - budget / spent))
+    expression = match_expression(kept)
     if where == "1":
         # No filter: rank inside FTS5 and join only the top `limit` rows.
-        ranked = connection.execute(
-            f"SELECT {COLUMNS}, -f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
-            "FROM memory_fts WHERE memory_fts MATCH ? AND rowid > ? ORDER BY score LIMIT ?) f "
-            "JOIN memories m ON m.seq = f.rowid ORDER BY f.score, m.id",
-            [match_expression(kept), newest, limit],
-        ).fetchall()
+        ranked = _rank_then_join(connection, expression, newest, limit, "1", [], limit)
     else:
-        ranked = connection.execute(
-            f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
-            "JOIN memories m ON m.seq = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND memory_fts.rowid > ? AND {where} "
-            "ORDER BY bm25(memory_fts), m.id LIMIT ?",
-            [match_expression(kept), newest, *params, limit],
-        ).fetchall()
+        # A filter usually keeps most matches (the default one only hides archived records),
+        # so rank a few more than `limit` inside FTS5 and filter those. Only when the filter
+        # leaves fewer than `limit` of a full window is the join-before-limit plan needed: it
+        # is exact for any filter, but joins every match before ranking.
+        window = limit * _FILTER_OVERFETCH + _FILTER_SLACK
+        ranked = _rank_then_join(connection, expression, newest, window, where, params, limit)
+        if len(ranked) < limit and _window_full(connection, expression, newest, window):
+            ranked = connection.execute(
+                f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
+                "JOIN memories m ON m.seq = memory_fts.rowid "
+                f"WHERE memory_fts MATCH ? AND memory_fts.rowid > ? AND {where} "
+                "ORDER BY bm25(memory_fts), m.id LIMIT ?",
+                [expression, newest, *params, limit],
+            ).fetchall()
     hits = [(row[:-1], float(row[-1])) for row in ranked]
     if len(hits) < limit and (dropped or newest):
         found = [row[0] for row, _ in hits]
@@ -190,3 +200,32 @@ def keyword_search(
         filler.sort(key=lambda row: (-row[-1], row[0]))
         hits.extend((row[:-1], float(row[-1])) for row in filler)
     return hits
+
+
+def _rank_then_join(
+    connection: sqlite3.Connection,
+    expression: str,
+    newest: int,
+    window: int,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best ``window`` matches ranked inside FTS5, joined to their records, filtered by
+    ``where``; the best ``limit`` of those, ``-bm25`` last in each row."""
+    return connection.execute(
+        f"SELECT {COLUMNS}, -f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
+        "FROM memory_fts WHERE memory_fts MATCH ? AND rowid > ? ORDER BY score LIMIT ?) f "
+        f"JOIN memories m ON m.seq = f.rowid WHERE {where} ORDER BY f.score, m.id LIMIT ?",
+        [expression, newest, window, *params, limit],
+    ).fetchall()
+
+
+def _window_full(connection: sqlite3.Connection, expression: str, newest: int, window: int) -> bool:
+    """Whether at least ``window`` records match (so the filter, not the matches, ran out)."""
+    (count,) = connection.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? AND rowid > ? "
+        "LIMIT ?)",
+        [expression, newest, window],
+    ).fetchone()
+    return bool(count >= window)

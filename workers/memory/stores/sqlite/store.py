@@ -76,6 +76,9 @@ if TYPE_CHECKING:
 
 __all__ = ("SqliteMemoryStore",)
 
+_POINT_READ = 32
+"""A GET of at most this many ids and keys reads on the calling thread (``read_here``)."""
+
 
 class SqliteMemoryStore(
     MemoryStore, UsageTracking, KeywordSearch, VectorStore, HistoryLog, AuditLog, RecordImport
@@ -150,6 +153,8 @@ class SqliteMemoryStore(
     async def get(
         self, ids: Sequence[str], keys: Sequence[str], namespace: str
     ) -> list[MemoryItem]:
+        if len(ids) + len(keys) <= _POINT_READ:
+            return await self._threads.read_here(self._get, list(ids), list(keys), namespace)
         return await self._threads.read(self._get, list(ids), list(keys), namespace)
 
     def _get(self, ids: list[str], keys: list[str], namespace: str) -> list[MemoryItem]:

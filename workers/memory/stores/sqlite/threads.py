@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,7 +72,9 @@ class SqliteThreads:
         self._closed = False
         self._cursor_secret: bytes | None = None
         self._usage_lock = threading.Lock()
-        self._pending_usage: dict[str, tuple[int, int]] = {}
+        self._pending_usage: _Usage = {}
+        self._queue: list[_Write] = []
+        self._queue_lock = threading.Lock()
         self._usage_timer: asyncio.TimerHandle | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -112,11 +115,15 @@ class SqliteThreads:
         """This thread's connection (opened on first use)."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = connect(str(self.path), self._busy_timeout_ms, self.read_only)
+            connection = self._open_connection(self._busy_timeout_ms)
             self._local.connection = connection
-            self._local.planner = KeywordPlanner(connection)
-            with self._connections_lock:
-                self._connections.append(connection)
+        return connection
+
+    def _open_connection(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        connection = connect(str(self.path), busy_timeout_ms, self.read_only)
+        self._local.planner = KeywordPlanner(connection)
+        with self._connections_lock:
+            self._connections.append(connection)
         return connection
 
     def _writer_connection(self) -> sqlite3.Connection:
@@ -176,6 +183,27 @@ class SqliteThreads:
         assert self._readers is not None
         return await self._hop(self._readers, False, self._job, function, *args)
 
+    async def read_here(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a point read ``function(*args)`` on the calling thread, with that thread's own
+        connection, skipping the hop: a read by primary key costs microseconds, far less than
+        two thread switches. The connection never waits for a lock (``busy_timeout`` 0): in
+        the rare case SQLite reports one busy (WAL recovery by another process), the read
+        takes the reader-thread path like any other, so the event loop is never held up.
+
+        Only for reads bounded by a few index lookups (``function`` calls :meth:`connection`).
+        """
+        if self._readers is None:
+            await self.open()
+        if getattr(self._local, "connection", None) is None:
+            self._local.connection = self._open_connection(busy_timeout_ms=0)
+        try:
+            with sqlite_errors(self.path):
+                return function(*args)
+        except MemoryStoreError as exc:
+            if not isinstance(exc.__cause__, sqlite3.OperationalError) or not _busy(exc.__cause__):
+                raise
+        return await self.read(function, *args)
+
     async def on(self, executor: Executor, function: Callable[[], T]) -> T:
         """Run ``function`` on another executor's thread, with that thread's connection."""
         if self._readers is None:
@@ -183,11 +211,27 @@ class SqliteThreads:
         return await self._hop(executor, False, self._job, function)
 
     async def write(self, function: Callable[..., T], *args: Any) -> T:
-        """Run ``function(connection, *args)`` in one write transaction on the writer."""
+        """Run ``function(connection, *args)`` in a write transaction on the writer.
+
+        Writes queued while the writer is busy commit together (group commit): one
+        ``BEGIN IMMEDIATE`` ... ``COMMIT`` for all of them, each inside its own savepoint, so
+        each caller still gets its own result or its own failure, and a caller that gave up
+        before the commit has nothing written.
+        """
         if self._writer is None:
             await self.open()
         assert self._writer is not None
-        return await self._hop(self._writer, True, self._transaction, function, *args)
+        request = _Write(Job(), function, args, Future())
+        with self._queue_lock:
+            self._queue.append(request)
+        self._writer.submit(self._commit_queued)
+        with sqlite_errors(self.path):
+            try:
+                result: T = await asyncio.wrap_future(request.future)
+            except asyncio.CancelledError:
+                return await settle(request.future, request.job, commits=True)
+        claim_outcome()  # committed: whatever the clock says now, this is the outcome
+        return result
 
     def _job(self, job: Job, function: Callable[..., T], *args: Any) -> T:
         job.start(self.connection())
@@ -196,33 +240,72 @@ class SqliteThreads:
         finally:
             job.finish()
 
-    def _transaction(self, job: Job, function: Callable[..., T], *args: Any) -> T:
+    def _commit_queued(self) -> None:
+        """On the writer: commit every queued write in one transaction (none when an earlier
+        call took them all)."""
+        with self._queue_lock:
+            queued, self._queue = self._queue, []
+        group = [request for request in queued if request.future.set_running_or_notify_cancel()]
+        if not group:
+            return
         connection = self._writer_connection()
-        job.start(connection)
         with self._usage_lock:
             usage, self._pending_usage = self._pending_usage, {}
-        try:
-            begin_immediate(connection, job, self._busy_timeout_ms / 1000)
-            try:
-                if usage:
-                    connection.executemany(
-                        _APPLY_USAGE,
-                        [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
-                    )
-                result = function(connection, *args)
-                if not job.may_commit():
-                    raise Aborted()
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-        except BaseException:
+        committed = False
+        while group and not committed:
+            group, committed = self._attempt(connection, group, usage)
+        if not committed:
             self._keep_usage(usage)  # not stored: keep the counters for next time
-            raise
-        finally:
-            job.finish()
-        return result
+
+    def _attempt(
+        self, connection: sqlite3.Connection, group: list[_Write], usage: _Usage
+    ) -> tuple[list[_Write], bool]:
+        """One transaction for ``group``. Returns the writes to run again in a new one (when a
+        failure ended this transaction, or a caller gave up after its part ran) and whether
+        this one committed."""
+        try:
+            begin_immediate(
+                connection,
+                lambda: all(request.job.aborted for request in group),
+                self._busy_timeout_ms / 1000,
+            )
+            if usage:
+                connection.executemany(
+                    _APPLY_USAGE,
+                    [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
+                )
+        except BaseException as exc:
+            _rollback(connection)
+            for request in group:
+                request.fail(exc)
+            return [], False
+        done: list[tuple[_Write, Any]] = []
+        for position, request in enumerate(group):
+            outcome = _run_in_savepoint(connection, request)
+            if outcome is _TRANSACTION_LOST:
+                # The failure ended the whole transaction (an interrupt, a full disk): that
+                # write has its answer; the others run again in a new transaction.
+                return [*(ran for ran, _ in done), *group[position + 1 :]], False
+            if outcome is not _FAILED:
+                done.append((request, outcome))
+        refused = [request for request, _ in done if not request.job.may_commit()]
+        try:
+            if refused:  # a caller gave up after its part ran: write the others without it
+                raise Aborted()
+            connection.execute("COMMIT")
+        except BaseException as exc:
+            _rollback(connection)
+            for request in refused:
+                request.fail(Aborted())
+            if refused and isinstance(exc, Aborted):
+                return [request for request, _ in done if request not in refused], False
+            for request, _ in done:
+                request.fail(exc)
+            return [], False
+        for request, result in done:
+            request.job.finish()
+            request.future.set_result(result)
+        return [], True
 
     # ----------------------------------------------------------------- usage
 
@@ -249,8 +332,11 @@ class SqliteThreads:
     def _apply_usage_soon(self) -> None:
         self._usage_timer = None
         if self._writer is not None:
-            applying = self._writer.submit(self._transaction, Job(), _nothing)
-            applying.add_done_callback(_log_failure)
+            request = _Write(Job(), _nothing, (), Future())
+            request.future.add_done_callback(_log_failure)
+            with self._queue_lock:
+                self._queue.append(request)
+            self._writer.submit(self._commit_queued)
 
     async def flush(self) -> None:
         """Apply pending usage counters now."""
@@ -258,13 +344,70 @@ class SqliteThreads:
             self._usage_timer.cancel()
             self._usage_timer = None
         if self._writer is not None:
-            await self._hop(self._writer, True, self._transaction, _nothing)
+            await self.write(_nothing)
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+_Usage = dict[str, tuple[int, int]]
+"""Pending usage counters: record id → (uses, last use in UTC microseconds)."""
+
+
+@dataclass(slots=True)
+class _Write:
+    """A queued write: the job its caller may abort, what to run, where its answer goes."""
+
+    job: Job
+    function: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: Future[Any]
+
+    def fail(self, error: BaseException) -> None:
+        self.job.finish()
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+_FAILED = object()
+_TRANSACTION_LOST = object()
+
+
+def _run_in_savepoint(connection: sqlite3.Connection, request: _Write) -> Any:
+    """Run one write inside its own savepoint: its result, or ``_FAILED`` (its changes undone,
+    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction)."""
+    try:
+        request.job.start(connection)
+    except Aborted as exc:
+        request.fail(exc)
+        return _FAILED
+    try:
+        connection.execute("SAVEPOINT ditto_write")
+        result = request.function(connection, *request.args)
+    except BaseException as exc:
+        request.job.ran()
+        request.fail(Aborted() if request.job.aborted else exc)
+        if not connection.in_transaction:
+            return _TRANSACTION_LOST
+        connection.execute("ROLLBACK TO ditto_write")
+        connection.execute("RELEASE ditto_write")
+        return _FAILED
+    request.job.ran()
+    connection.execute("RELEASE ditto_write")
+    return result
+
+
+def _rollback(connection: sqlite3.Connection) -> None:
+    if connection.in_transaction:
+        connection.execute("ROLLBACK")
 
 
 def _nothing(connection: sqlite3.Connection) -> None:
     """A transaction that only applies pending usage counters."""
 
 
-def _log_failure(future: Future[None]) -> None:
+def _log_failure(future: Future[Any]) -> None:
     if not future.cancelled() and future.exception() is not None:
         logger.error("recording memory usage failed", exc_info=future.exception())
