@@ -1,26 +1,32 @@
-"""MEMORY on the embedded SQLite store against raw ``sqlite3`` running the same SQL, same run.
+"""MEMORY on the embedded SQLite store beside raw ``sqlite3`` and LangGraph's ``SqliteStore``,
+same run, defaults on (usage tracking included).
 
-Measured, for each corpus size (default 10,000 and 100,000 records of synthetic text with a
-Zipf-distributed vocabulary, so some words are in most records and most words are rare):
+Three systems, measured in turns (``timing.alternate``: every round runs each system once, the
+first one rotating; figures are the median over rounds with the lowest and highest round):
 
-* **WRITE throughput** — batches of 1,000 and single-record writes through
-  ``runtime.invoke("MEMORY.WRITE")``, against raw ``sqlite3`` executing the same INSERTs (records
-  and FTS rows) in one transaction per batch, with the same JSON encoding.
-* **GET by id** and **QUERY page of 100** — through the runtime, against the same SELECT.
-* **Keyword SEARCH p50 / p99** — natural-language questions through ``MEMORY.SEARCH``, against
-  raw ``sqlite3`` running the store's planned statements (tokenize, vocabulary lookup, ranked
-  MATCH) on one connection. For context it also times the two naive plans the planner avoids: an
-  OR of every query word and an AND of two frequent words.
+* **Ditto** — ``runtime.invoke("MEMORY.…")`` on a ``SqliteMemoryStore``: validation, access
+  rules, history, keyword index and usage tracking included.
+* **raw sqlite3** — the plain thing one would write on the same file layout: the same INSERTs
+  (record, keyword index row, history row) in one transaction per batch; ``SELECT`` by id with
+  the JSON columns decoded; a plain FTS5 ``MATCH`` of the query's words ranked by ``bm25``.
+* **LangGraph** — ``langgraph.store.sqlite.SqliteStore`` doing the same puts and gets (it keeps
+  no keyword index and no history; install with ``pip install -e '.[bench]'``).
 
-Targets: write throughput >= 50% of raw; SEARCH p50 <= 1.5x raw and p99 <= 20 ms at 100k.
+Measured:
 
-With ``--postgres URL`` (default ``$DITTO_TEST_POSTGRES_URL``) it adds the PostgreSQL column:
-WRITE batches and SEARCH p50/p99 through ``PostgresMemoryStore`` against raw asyncpg running the
-same SQL (targets: >= 70% of raw write throughput, SEARCH p50 <= 1.5x raw).
-Ratios are what count: absolute numbers depend on the machine.
+* **WRITE** — batches of 1,000; single records one after another; single records from 32
+  concurrent callers (where group commit shares one transaction among queued writes).
+* For each corpus size (default 10,000 and 100,000 records of Zipf-distributed synthetic text):
+  **GET by id**, **QUERY page of 100**, and keyword **SEARCH** p50 / p99 beside plain FTS5 OR
+  and AND queries of the same words, with the top-10 overlap against exact BM25 (FTS5 ranking
+  every record that holds any of the query's words).
+
+Targets: WRITE batch >= 25,000 records/s; single writes (concurrent callers) >= 5,000/s; GET
+by id <= 2x raw; SEARCH at 100,000 records p50 <= 5 ms and p99 <= 20 ms. The PostgreSQL store
+has its own bench (``bench/postgres_store.py``).
 
     python3 tasks.py bench memory_store
-    .venv/bin/python bench/memory_store.py --sizes 10000 --queries 100
+    .venv/bin/python bench/memory_store.py --sizes 10000 --rounds 3
 """
 
 from __future__ import annotations
@@ -28,38 +34,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
+import json
 import random
 import sqlite3
 import statistics
 import sys
 import tempfile
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 import msgspec
+from timing import Figure, Spread, alternate, timed, timed_async
 
 from ditto import Ditto, create_ditto
-from workers.memory import (
-    MemoryDraft,
-    MemoryFilter,
-    MemoryItem,
-    SqliteMemoryStore,
-    create_memory_worker,
-)
+from workers.memory import MemoryDraft, MemoryItem, SqliteMemoryStore, create_memory_worker
 from workers.memory.records import new_item, to_micros, utc_now
 from workers.memory.search.text import query_words
-from workers.memory.stores.sqlite.search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
-from workers.memory.stores.sqlite.sql import COLUMNS, INSERT_COLUMNS, connect, fts_row, item_row
+from workers.memory.stores.sqlite.sql import COLUMNS, INSERT_COLUMNS, fts_row, item_row
 
 BATCH = 1_000
-SINGLE_WRITES = 500
-POINT_READS = 2_000
-PAGES = 300
+CONCURRENT_CALLERS = 32
 INSERT = (
     f"INSERT INTO memories ({INSERT_COLUMNS}) "
     f"VALUES ({', '.join('?' * len(INSERT_COLUMNS.split(',')))})"
@@ -68,6 +65,7 @@ FTS_INSERT = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?,
 HISTORY_INSERT = (
     "INSERT INTO memory_history (id, version, change, at, record) VALUES (?, ?, ?, ?, ?)"
 )
+TARGETS = {"batch": 25_000.0, "single": 5_000.0, "get": 2.0, "p50": 5.0, "p99": 20.0}
 
 
 # ------------------------------------------------------------------------------ corpus
@@ -123,70 +121,15 @@ class Corpus:
         return questions
 
 
-# ------------------------------------------------------------------------------ timing
-
-
-def percentile(samples: Sequence[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-async def timed_async(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[float]:
-    samples = []
-    for call in calls:
-        started = perf_counter()
-        await call()
-        samples.append(perf_counter() - started)
-    return samples
-
-
-def timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
-    samples = []
-    for call in calls:
-        started = perf_counter()
-        call()
-        samples.append(perf_counter() - started)
-    return samples
-
-
-async def interleaved(
-    pairs: Sequence[tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]],
-) -> tuple[list[float], list[float]]:
-    """Time each (Ditto call, raw call) pair back to back."""
-    ditto: list[float] = []
-    raw: list[float] = []
-    for ditto_call, raw_call in pairs:
-        ditto.extend(await timed_async([ditto_call]))
-        raw.extend(timed([raw_call]))
-    return ditto, raw
-
-
-@dataclass
-class Row:
-    name: str
-    ditto: float
-    raw: float
-    unit: str
-    higher_is_better: bool
-    target: float | None = None
-
-    @property
-    def ratio(self) -> float:
-        return self.ditto / self.raw
-
-    def verdict(self) -> str:
-        if self.target is None:
-            return ""
-        met = self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
-        sign = ">=" if self.higher_is_better else "<="
-        return f"{'ok' if met else 'TARGET MISSED'} ({sign} {self.target:g})"
-
-
-# ------------------------------------------------------------------------------ raw baseline
+# ------------------------------------------------------------------------------ raw sqlite3
 
 
 def raw_connection(path: Path) -> sqlite3.Connection:
-    return connect(str(path))
+    """A plain connection with the store's durability settings (WAL, synchronous NORMAL)."""
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    return connection
 
 
 def raw_write_batch(connection: sqlite3.Connection, drafts: Sequence[MemoryDraft]) -> None:
@@ -209,86 +152,274 @@ def history_row(item: MemoryItem) -> tuple[Any, ...]:
     return (item.id, item.version, "create", to_micros(item.updated_at), record)
 
 
-def raw_search(planner: KeywordPlanner, question: str) -> list[Any]:
-    return keyword_search(planner, query_words(question), _EMPTY_FILTER, 10, DEFAULT_BUDGET)
+_RAW_GET = f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?"
 
 
-def naive_search(connection: sqlite3.Connection, words: Sequence[str], joiner: str) -> list[Any]:
-    expression = f" {joiner} ".join(f'"{word}"' for word in words)
+def raw_get(connection: sqlite3.Connection, item_id: str) -> dict[str, Any] | None:
+    """A record by id as a dict, its JSON columns decoded."""
+    row = connection.execute(_RAW_GET, (item_id,)).fetchone()
+    if row is None:
+        return None
+    record = dict(zip(("id", "key", "namespace", "content", "summary", "category"), row[:6]))
+    record.update(content=json.loads(row[3]), tags=json.loads(row[6]), metadata=json.loads(row[7]))
+    return record
+
+
+def plain_search(
+    connection: sqlite3.Connection, words: Sequence[str], joiner: str, limit: int = 10
+) -> list[Any]:
+    """A plain FTS5 query: the words joined by OR (or AND), ranked by bm25, ties by id."""
+    expression = f" {joiner} ".join('"' + word.replace('"', '""') + '"' for word in words)
     return connection.execute(
-        f"SELECT {COLUMNS}, bm25(memory_fts) FROM memory_fts JOIN memories m "
-        "ON m.seq = memory_fts.rowid WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts) LIMIT 10",
-        (expression,),
+        f"SELECT {COLUMNS} FROM memory_fts JOIN memories m ON m.seq = memory_fts.rowid "
+        "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts), m.id LIMIT ?",
+        (expression, limit),
     ).fetchall()
 
 
-_EMPTY_FILTER = MemoryFilter()
+# ------------------------------------------------------------------------------ LangGraph
 
 
-# ------------------------------------------------------------------------------ measurements
+class LangGraph:
+    """LangGraph's SqliteStore on its own file, or ``None`` when it is not installed."""
+
+    NAMESPACES = {"alice": ("alice",), "bob": ("bob",), "team": ("team",)}
+
+    def __init__(self, path: Path) -> None:
+        from langgraph.store.sqlite import SqliteStore
+
+        self._context = SqliteStore.from_conn_string(str(path))
+        self.store = self._context.__enter__()
+        self.store.setup()
+
+    @classmethod
+    def open(cls, path: Path) -> LangGraph | None:
+        try:
+            return cls(path)
+        except ImportError:
+            return None
+
+    def close(self) -> None:
+        self._context.__exit__(None, None, None)
+
+    def put_batch(self, drafts: Sequence[MemoryDraft], keys: Sequence[str]) -> None:
+        from langgraph.store.base import PutOp
+
+        self.store.batch(
+            [
+                PutOp(self.NAMESPACES[draft.namespace], key, _value(draft), index=False)
+                for draft, key in zip(drafts, keys, strict=True)
+            ]
+        )
+
+    def put(self, draft: MemoryDraft, key: str) -> None:
+        self.store.put(self.NAMESPACES[draft.namespace], key, _value(draft), index=False)
+
+    def get(self, namespace: str, key: str) -> Any:
+        return self.store.get(self.NAMESPACES[namespace], key)
 
 
-async def measure_writes(directory: Path, corpus: Corpus, batches: int) -> list[Row]:
-    drafts = corpus.drafts(batches * BATCH + 2 * SINGLE_WRITES)
-    batch_drafts = [drafts[n * BATCH : (n + 1) * BATCH] for n in range(batches)]
-    singles = drafts[batches * BATCH :]
+def _value(draft: MemoryDraft) -> dict[str, Any]:
+    return {"content": draft.content, "summary": draft.summary, "tags": draft.tags}
 
-    async with SqliteMemoryStore(directory / "write-ditto.sqlite") as store:
-        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
-            batch_time = sum(
-                await timed_async([_write_call(runtime, batch) for batch in batch_drafts])
-            )
-            single_time = sum(
-                await timed_async([_write_call(runtime, [d]) for d in singles[:SINGLE_WRITES]])
-            )
-    async with SqliteMemoryStore(directory / "write-raw.sqlite"):
-        pass  # create the schema the raw baseline writes into
-    connection = raw_connection(directory / "write-raw.sqlite")
-    raw_batch = sum(timed([lambda b=b: raw_write_batch(connection, b) for b in batch_drafts]))
-    raw_single = sum(
-        timed([lambda d=d: raw_write_batch(connection, [d]) for d in singles[SINGLE_WRITES:]])
+
+# ------------------------------------------------------------------------------ rows
+
+
+@dataclass
+class Row:
+    name: str
+    unit: str
+    ditto: Spread
+    raw: Spread | None = None
+    langgraph: Spread | None = None
+    verdict: str = ""
+
+
+def verdict(value: float, target: float, higher_is_better: bool, what: str) -> str:
+    met = value >= target if higher_is_better else value <= target
+    sign = ">=" if higher_is_better else "<="
+    return f"{'met' if met else 'MISSED'} ({what} {sign} {target:g})"
+
+
+def print_rows(rows: Sequence[Row]) -> None:
+    print()
+    print(
+        f"{'measurement':38} {'Ditto':>22} {'raw sqlite3':>22} {'LangGraph':>22} "
+        f"{'Ditto/raw':>9}  target"
     )
-    connection.close()
-    records = batches * BATCH
+    for row in rows:
+        cells = [
+            f"{spread.show(1 if row.unit != 'ms' else 2):>22}" if spread else f"{'-':>22}"
+            for spread in (row.ditto, row.raw, row.langgraph)
+        ]
+        ratio = f"{row.ditto.median / row.raw.median:8.2f}x" if row.raw else f"{'':9}"
+        print(f"{row.name + ' (' + row.unit + ')':38} {' '.join(cells)} {ratio}  {row.verdict}")
+    print("(median over rounds [lowest-highest round]; throughput: higher is better,")
+    print(" latency: lower is better)")
+
+
+# ------------------------------------------------------------------------------ writes
+
+
+async def measure_writes(directory: Path, corpus: Corpus, rounds: int, batches: int) -> list[Row]:
+    singles = 300
+    per_round = batches * BATCH
+    plan = {
+        system: [
+            (corpus.drafts(per_round), corpus.drafts(singles), corpus.drafts(singles))
+            for _ in range(rounds)
+        ]
+        for system in ("ditto", "raw", "langgraph")
+    }
+    keys = iter(range(10**9))
+    async with SqliteMemoryStore(directory / "write-ditto.sqlite") as store:
+        async with create_ditto(workers=[create_memory_worker(store)], config=None) as runtime:
+            async with SqliteMemoryStore(directory / "write-raw.sqlite"):
+                pass  # the schema the raw side writes into
+            connection = raw_connection(directory / "write-raw.sqlite")
+            langgraph = LangGraph.open(directory / "write-langgraph.sqlite")
+            state = {"ditto": 0, "raw": 0, "langgraph": 0}
+
+            def work(system: str) -> tuple[list[MemoryDraft], list[MemoryDraft], list[MemoryDraft]]:
+                drafts = plan[system][state[system]]
+                state[system] += 1
+                return drafts
+
+            async def ditto_batches() -> list[float]:
+                drafts, _, _ = plan["ditto"][state["ditto"]]
+                return await timed_async(
+                    [_write(runtime, drafts[n : n + BATCH]) for n in range(0, per_round, BATCH)]
+                )
+
+            batch_systems: dict[str, Callable[[], Any]] = {
+                "ditto": ditto_batches,
+                "raw": lambda: timed(
+                    [
+                        lambda n=n: raw_write_batch(
+                            connection, plan["raw"][state["raw"]][0][n : n + BATCH]
+                        )
+                        for n in range(0, per_round, BATCH)
+                    ]
+                ),
+            }
+            if langgraph is not None:
+                batch_systems["langgraph"] = lambda: timed(
+                    [
+                        lambda n=n: langgraph.put_batch(
+                            plan["langgraph"][state["langgraph"]][0][n : n + BATCH],
+                            [f"k{next(keys)}" for _ in range(BATCH)],
+                        )
+                        for n in range(0, per_round, BATCH)
+                    ]
+                )
+
+            async def ditto_singles() -> list[float]:
+                _, drafts, _ = work("ditto")
+                return await timed_async([_write(runtime, [draft]) for draft in drafts])
+
+            single_systems: dict[str, Callable[[], Any]] = {
+                "ditto": ditto_singles,
+                "raw": lambda: timed(
+                    [lambda d=d: raw_write_batch(connection, [d]) for d in work("raw")[1]]
+                ),
+            }
+            if langgraph is not None:
+                single_systems["langgraph"] = lambda: timed(
+                    [lambda d=d: langgraph.put(d, f"k{next(keys)}") for d in work("langgraph")[1]]
+                )
+
+            async def ditto_concurrent() -> list[float]:
+                drafts = plan["ditto"][state["ditto"] - 1][2]
+                share = len(drafts) // CONCURRENT_CALLERS
+                began = perf_counter()
+
+                async def caller(mine: Sequence[MemoryDraft]) -> None:
+                    for draft in mine:
+                        await _write(runtime, [draft])()
+
+                await asyncio.gather(
+                    *(
+                        caller(drafts[n * share : (n + 1) * share])
+                        for n in range(CONCURRENT_CALLERS)
+                    )
+                )
+                elapsed = perf_counter() - began
+                return [elapsed / (share * CONCURRENT_CALLERS)] * (share * CONCURRENT_CALLERS)
+
+            batch = await alternate(batch_systems, rounds)
+            single = await alternate(single_systems, rounds)
+            concurrent = await alternate({"ditto": ditto_concurrent}, rounds)
+            connection.close()
+            if langgraph is not None:
+                langgraph.close()
+            else:
+                print("LangGraph column skipped: pip install -e '.[bench]' adds it")
+
+    def rates(figures: dict[str, Figure], per_call: int) -> dict[str, Spread]:
+        return {name: figure.rate(per_call) for name, figure in figures.items()}
+
+    batch_rates, single_rates = rates(batch, BATCH), rates(single, 1)
+    concurrent_rate = concurrent["ditto"].rate(1)
     return [
         Row(
-            "WRITE batch of 1,000 (records/s)",
-            records / batch_time,
-            records / raw_batch,
+            "WRITE batch of 1,000",
             "rec/s",
-            True,
-            0.5,
+            batch_rates["ditto"],
+            batch_rates["raw"],
+            batch_rates.get("langgraph"),
+            verdict(batch_rates["ditto"].median, TARGETS["batch"], True, "rec/s"),
         ),
         Row(
-            "WRITE single record (records/s)",
-            SINGLE_WRITES / single_time,
-            SINGLE_WRITES / raw_single,
+            "WRITE single, one caller",
             "rec/s",
-            True,
-            0.5,
+            single_rates["ditto"],
+            single_rates["raw"],
+            single_rates.get("langgraph"),
+        ),
+        Row(
+            f"WRITE single, {CONCURRENT_CALLERS} callers",
+            "rec/s",
+            concurrent_rate,
+            single_rates["raw"],
+            single_rates.get("langgraph"),
+            verdict(concurrent_rate.median, TARGETS["single"], True, "rec/s"),
         ),
     ]
 
 
-def _write_call(runtime: Ditto, drafts: Sequence[MemoryDraft]) -> Callable[[], Awaitable[Any]]:
+def _write(runtime: Ditto, drafts: Sequence[MemoryDraft]) -> Callable[[], Any]:
     async def call() -> None:
-        result = await runtime.invoke("MEMORY.WRITE", {"memories": drafts})
-        result.unwrap()
+        (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
 
     return call
 
 
-async def measure_reads(
-    path: Path, corpus: Corpus, size: int, queries: int, track_usage: bool
-) -> list[Row]:
-    rows: list[Row] = []
-    connection = raw_connection(path)
-    ids = [row[0] for row in connection.execute("SELECT id FROM memories")]
-    picked = corpus.random.sample(ids, min(POINT_READS, len(ids)))
-    questions = corpus.questions(queries)
+# ------------------------------------------------------------------------------ reads
+
+
+async def build(path: Path, corpus: Corpus, size: int, langgraph: LangGraph | None) -> None:
     async with SqliteMemoryStore(path) as store:
-        worker = create_memory_worker(store, track_usage=track_usage)
-        async with create_ditto(workers=[worker]) as runtime:
+        async with create_ditto(workers=[create_memory_worker(store)], config=None) as runtime:
+            for start in range(0, size, BATCH):
+                drafts = corpus.drafts(min(BATCH, size - start))
+                items = (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
+                if langgraph is not None:  # the same records under the same ids
+                    langgraph.put_batch(drafts, [item.id for item in items.items])
+                print(f"\r  building {start + len(drafts):,}/{size:,} records", end="", flush=True)
+    print()
+
+
+async def measure_reads(
+    path: Path, langgraph: LangGraph | None, corpus: Corpus, size: int, rounds: int, queries: int
+) -> list[Row]:
+    connection = raw_connection(path)
+    records = connection.execute("SELECT id, namespace FROM memories").fetchall()
+    picked = corpus.random.sample(records, min(500, len(records)))
+    questions = corpus.questions(queries)
+    words = [query_words(question) for question in questions]
+    async with SqliteMemoryStore(path) as store:
+        async with create_ditto(workers=[create_memory_worker(store)], config=None) as runtime:
 
             async def get(item_id: str) -> None:
                 (await runtime.invoke("MEMORY.GET", {"ids": [item_id]})).unwrap()
@@ -296,267 +427,115 @@ async def measure_reads(
             async def page() -> None:
                 (await runtime.invoke("MEMORY.QUERY", {"limit": 100})).unwrap()
 
-            async def search(question: str) -> None:
-                (await runtime.invoke("MEMORY.SEARCH", {"query": question})).unwrap()
+            async def search(question: str) -> list[str]:
+                result = await runtime.invoke("MEMORY.SEARCH", {"query": question})
+                return [hit.memory.id for hit in result.unwrap().hits]
 
-            get_sql = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN (?)"
-            page_sql = f"SELECT {COLUMNS} FROM memories m ORDER BY m.created_at, m.id LIMIT 101"
-            planner = KeywordPlanner(connection)
-            for question in questions[:20]:  # warm both sides' caches the same way
+            for question in questions[:20]:  # warm both sides' caches alike
                 await search(question)
-                raw_search(planner, question)
-            # Ditto and raw calls alternate, so drift in machine load hits both sides alike.
-            ditto_get, raw_get = await interleaved(
-                [
-                    (lambda i=i: get(i), lambda i=i: connection.execute(get_sql, (i,)).fetchall())
-                    for i in picked
-                ]
-            )
-            ditto_page, raw_page = await interleaved(
-                [(page, lambda: connection.execute(page_sql).fetchall())] * PAGES
-            )
-            ditto_search, raw = await interleaved(
-                [(lambda q=q: search(q), lambda q=q: raw_search(planner, q)) for q in questions]
-            )
-
-    words = [query_words(q) for q in questions]
-    naive_or = timed([lambda w=w: naive_search(connection, w, "OR") for w in words[:50]])
-    common = Corpus.COMMON[20:]
-    naive_and = timed(
-        [
-            lambda n=n: naive_search(connection, [common[n % 20], common[(n * 7 + 3) % 20]], "AND")
-            for n in range(50)
-        ]
-    )
+                plain_search(connection, query_words(question), "OR")
+            gets: dict[str, Callable[[], Any]] = {
+                "ditto": lambda: timed_async([lambda i=i: get(i) for i, _ in picked]),
+                "raw": lambda: timed([lambda i=i: raw_get(connection, i) for i, _ in picked]),
+            }
+            if langgraph is not None:
+                gets["langgraph"] = lambda: timed(
+                    [lambda i=i, n=n: langgraph.get(n, i) for i, n in picked]
+                )
+            page_sql = f"SELECT {COLUMNS} FROM memories m ORDER BY m.created_at, m.id LIMIT 101"
+            pages: dict[str, Callable[[], Any]] = {
+                "ditto": lambda: timed_async([page] * 100),
+                "raw": lambda: timed([lambda: connection.execute(page_sql).fetchall()] * 100),
+            }
+            searches: dict[str, Callable[[], Any]] = {
+                "ditto": lambda: timed_async([lambda q=q: search(q) for q in questions]),
+                "plain OR": lambda: timed(
+                    [lambda w=w: plain_search(connection, w, "OR") for w in words]
+                ),
+                "plain AND": lambda: timed(
+                    [lambda w=w: plain_search(connection, w, "AND") for w in words]
+                ),
+            }
+            got = await alternate(gets, rounds)
+            paged = await alternate(pages, rounds)
+            searched = await alternate(searches, rounds)
+            overlap = []
+            for question, terms in zip(questions, words, strict=True):
+                exact = [row[0] for row in plain_search(connection, terms, "OR")]
+                if exact:
+                    ours = await search(question)
+                    overlap.append(len(set(ours) & set(exact)) / len(exact))
     connection.close()
 
     label = f"{size // 1000}k"
-    median = statistics.median
-    rows.append(
+    get_us = {name: figure.latency(0.5, 1e6) for name, figure in got.items()}
+    page_us = {name: figure.latency(0.5, 1e6) for name, figure in paged.items()}
+    rows = [
         Row(
-            f"GET by id, {label} (µs/call)",
-            _us(median(ditto_get)),
-            _us(median(raw_get)),
+            f"GET by id, {label}",
             "µs",
-            False,
-        )
-    )
-    rows.append(
-        Row(
-            f"QUERY page of 100, {label} (µs/call)",
-            _us(median(ditto_page)),
-            _us(median(raw_page)),
-            "µs",
-            False,
-        )
-    )
-    for share, target in ((0.5, 1.5), (0.99, None)):
+            get_us["ditto"],
+            get_us["raw"],
+            get_us.get("langgraph"),
+            verdict(get_us["ditto"].median / get_us["raw"].median, TARGETS["get"], False, "x raw"),
+        ),
+        Row(f"QUERY page of 100, {label}", "µs", page_us["ditto"], page_us["raw"]),
+    ]
+    for share in (0.5, 0.99):
+        name = f"p{round(share * 100)}"
+        ours = searched["ditto"].latency(share)
+        target = ""
+        if size >= 100_000:
+            target = verdict(ours.median, TARGETS[name], False, "ms")
         rows.append(
             Row(
-                f"SEARCH p{round(share * 100)}, {label} (ms)",
-                _ms(percentile(ditto_search, share)),
-                _ms(percentile(raw, share)),
+                f"SEARCH {name}, {label}",
                 "ms",
-                False,
+                ours,
+                searched["plain OR"].latency(share),
+                None,
                 target,
             )
         )
+        rows.append(
+            Row(f"  plain FTS5 AND {name}, {label}", "ms", searched["plain AND"].latency(share))
+        )
     print(
-        f"  naive plans on raw FTS5 at {label}: OR of every word p50 "
-        f"{_ms(percentile(naive_or, 0.5)):.2f} ms / p99 {_ms(percentile(naive_or, 0.99)):.2f} ms; "
-        f"AND of two frequent words p50 {_ms(percentile(naive_and, 0.5)):.2f} ms / "
-        f"p99 {_ms(percentile(naive_and, 0.99)):.2f} ms"
-    )
-    print(
-        f"  SEARCH p99 at {label}: {_ms(percentile(ditto_search, 0.99)):.2f} ms"
-        + (" (target <= 20 ms)" if size >= 100_000 else "")
+        f"  {label}: top-10 overlap of SEARCH with exact BM25 (every record holding any query "
+        f"word): {statistics.fmean(overlap):.3f} over {len(overlap)} queries"
     )
     return rows
 
 
-def _us(seconds: float) -> float:
-    return seconds * 1e6
+# ------------------------------------------------------------------------------ main
 
 
-def _ms(seconds: float) -> float:
-    return seconds * 1e3
-
-
-async def build(path: Path, corpus: Corpus, size: int) -> None:
-    async with SqliteMemoryStore(path) as store:
-        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
-            for start in range(0, size, BATCH):
-                drafts = corpus.drafts(min(BATCH, size - start))
-                (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
-                print(f"\r  building {start + len(drafts):,}/{size:,} records", end="", flush=True)
-    print()
-
-
-# ------------------------------------------------------------------------------ PostgreSQL
-
-
-async def measure_postgres(
-    url: str, corpus: Corpus, sizes: Sequence[int], queries: int, batches: int
-) -> list[Row]:
-    """The PostgreSQL column: the store through the runtime against raw asyncpg running the
-    store's own SQL — COPY in one transaction per batch (into a twin schema), and the ranked
-    tsquery search (on the store's own tables). Private schemas, dropped afterwards."""
-    import asyncpg
-
-    from workers.memory.stores.postgres import PostgresMemoryStore
-    from workers.memory.stores.postgres.sql import (
-        STORED_COLUMNS,
-        Params,
-        item_values,
-        keyword_search_sql,
-    )
-
-    schema = f"ditto_bench_{uuid.uuid4().hex[:12]}"
-    raw_schema = f"{schema}_raw"
-    rows: list[Row] = []
-    store = PostgresMemoryStore.from_url(url, schema=schema, pool_size=4)
-    mirror = PostgresMemoryStore.from_url(url, schema=raw_schema, pool_size=1)
-    await mirror.open()  # the same tables for the raw side
-    await mirror.aclose()
-    connection = await asyncpg.connect(url)
-    try:
-        async with store:
-            async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
-                drafts = corpus.drafts(batches * BATCH)
-                batch_drafts = [drafts[n * BATCH : (n + 1) * BATCH] for n in range(batches)]
-
-                async def raw_batch(batch: Sequence[MemoryDraft]) -> None:
-                    now = utc_now()
-                    items = [new_item(draft, now) for draft in batch]
-                    async with connection.transaction():
-                        await connection.copy_records_to_table(
-                            "memories",
-                            schema_name=raw_schema,
-                            columns=list(STORED_COLUMNS),
-                            records=[item_values(item) for item in items],
-                        )
-                        await connection.executemany(
-                            f'INSERT INTO "{raw_schema}".memory_history '
-                            "(id, version, change, at, record) VALUES ($1, $2, $3, $4, $5)",
-                            [history_row(item) for item in items],
-                        )
-
-                ditto_time = raw_time = 0.0
-                for batch in batch_drafts:  # alternate, so load drift hits both alike
-                    ditto_time += (await timed_async([_write_call(runtime, batch)]))[0]
-                    started = perf_counter()
-                    await raw_batch(batch)
-                    raw_time += perf_counter() - started
-                written = batches * BATCH
-                rows.append(
-                    Row(
-                        "PG WRITE batch of 1,000 (records/s)",
-                        written / ditto_time,
-                        written / raw_time,
-                        "rec/s",
-                        True,
-                        0.7,
-                    )
-                )
-
-                for size in sizes:
-                    while written < size:  # grow the corpus to the size
-                        batch = corpus.drafts(min(BATCH, size - written))
-                        (await runtime.invoke("MEMORY.WRITE", {"memories": batch})).unwrap()
-                        written += len(batch)
-                    questions = corpus.questions(queries)
-
-                    async def search(question: str) -> None:
-                        (await runtime.invoke("MEMORY.SEARCH", {"query": question})).unwrap()
-
-                    # Fresh statistics, and both sides search the same tables (the store's), as
-                    # the SQLite rows read the same file: only the path to the data differs.
-                    await connection.execute(f'ANALYZE "{schema}".memories')
-                    await connection.execute(f'ANALYZE "{schema}".memory_usage')
-
-                    async def raw_search_pg(question: str) -> None:
-                        params = Params([" or ".join(query_words(question))])
-                        sql = keyword_search_sql(f'"{schema}"', MemoryFilter(), params, 10)
-                        await connection.fetch(sql, *params.values)
-
-                    for question in questions[:20]:
-                        await search(question)
-                        await raw_search_pg(question)
-                    ditto, raw = [], []
-                    for question in questions:
-                        ditto += await timed_async([lambda q=question: search(q)])
-                        raw += await timed_async([lambda q=question: raw_search_pg(q)])
-                    label = f"{size // 1000}k"
-                    rows.append(
-                        Row(
-                            f"PG SEARCH p50, {label} (ms)",
-                            _ms(percentile(ditto, 0.5)),
-                            _ms(percentile(raw, 0.5)),
-                            "ms",
-                            False,
-                            1.5,
-                        )
-                    )
-                    rows.append(
-                        Row(
-                            f"PG SEARCH p99, {label} (ms)",
-                            _ms(percentile(ditto, 0.99)),
-                            _ms(percentile(raw, 0.99)),
-                            "ms",
-                            False,
-                        )
-                    )
-    finally:
-        for name in (schema, raw_schema):
-            await connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        await connection.close()
-    return rows
-
-
-async def main(
-    sizes: Sequence[int], queries: int, batches: int, track_usage: bool, postgres: str | None
-) -> None:
+async def main(sizes: Sequence[int], rounds: int, queries: int, batches: int) -> None:
     corpus = Corpus()
     rows: list[Row] = []
+    print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}, {rounds} rounds")
     with tempfile.TemporaryDirectory(prefix="ditto-bench-") as temporary:
         directory = Path(temporary)
-        print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}")
-        rows += await measure_writes(directory, corpus, batches)
+        rows += await measure_writes(directory, corpus, rounds, batches)
         gc.collect()
         for size in sizes:
             path = directory / f"corpus-{size}.sqlite"
-            await build(path, corpus, size)
-            rows += await measure_reads(path, corpus, size, queries, track_usage)
+            langgraph = LangGraph.open(directory / f"corpus-{size}-langgraph.sqlite")
+            await build(path, corpus, size, langgraph)
+            rows += await measure_reads(path, langgraph, corpus, size, rounds, queries)
+            if langgraph is not None:
+                langgraph.close()
             gc.collect()
-    if postgres:
-        rows += await measure_postgres(postgres, corpus, sizes, queries, batches)
-    else:
-        print("PostgreSQL column skipped: pass --postgres URL or set DITTO_TEST_POSTGRES_URL")
-    print()
-    print(f"{'measurement':42} {'Ditto':>12} {'raw':>12} {'ratio':>8}  target")
-    for row in rows:
-        print(f"{row.name:42} {row.ditto:12.2f} {row.raw:12.2f} {row.ratio:7.2f}x  {row.verdict()}")
-    print("(raw = sqlite3, or asyncpg for PG rows, running the same SQL; ratio = Ditto / raw;")
-    print(" for throughput higher is better, for latency lower is better)")
+    print_rows(rows)
+    print("(SEARCH's raw column is the plain FTS5 OR query of the same words)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="corpus sizes, comma-separated")
-    parser.add_argument("--queries", type=int, default=300, help="SEARCH calls per size")
-    parser.add_argument("--batches", type=int, default=20, help="WRITE batches of 1,000 to time")
-    parser.add_argument(
-        "--no-usage", action="store_true", help="SEARCH without usage tracking (track_usage=False)"
-    )
-    parser.add_argument(
-        "--postgres",
-        default=os.environ.get("DITTO_TEST_POSTGRES_URL"),
-        help="PostgreSQL URL for the PG rows (a private schema, dropped afterwards)",
-    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement")
+    parser.add_argument("--queries", type=int, default=150, help="SEARCH calls per round")
+    parser.add_argument("--batches", type=int, default=4, help="WRITE batches of 1,000 per round")
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
-    asyncio.run(
-        main(
-            sizes, arguments.queries, arguments.batches, not arguments.no_usage, arguments.postgres
-        )
-    )
+    asyncio.run(main(sizes, arguments.rounds, arguments.queries, arguments.batches))

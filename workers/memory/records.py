@@ -5,6 +5,7 @@ every backend behaves the same."""
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,12 +59,20 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+_random = random.Random(os.urandom(32))
+_bits = _random.getrandbits
+# A forked child must not draw the parent's next ids.
+os.register_at_fork(after_in_child=lambda: _random.seed(os.urandom(32)))
+
+
 def new_id() -> str:
     """A new record id: a UUIDv7 (RFC 9562) — milliseconds since the epoch, then 74 random
     bits. Ids of records written one after another sort by time, so inserts append to the end
     of every index on ``id`` instead of landing at random pages of it (and page in less of a
-    large store); within a millisecond the random bits keep them unique."""
-    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10))
+    large store); within a millisecond the random bits keep them unique. The bits come from a
+    generator seeded by the OS (a system call per id costs more than the rest of the id): ids
+    are names, not secrets — access rules, not unguessable ids, protect records."""
+    value = (time.time_ns() // 1_000_000) << 80 | _bits(80)
     value = value & ~(0xF << 76) | 0x7 << 76  # version 7
     value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10xx (RFC 9562)
     text = f"{value:032x}"

@@ -13,12 +13,14 @@ type cannot say is checked here, in a single pass over the input's values:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 
 from workers.memory.contracts import HistoryEntry, MemoryItem
 from workers.memory.errors import MemoryStoreError
@@ -137,14 +139,47 @@ def _gather(
     if kind is list or kind is tuple:
         return all(_gather(child, depth, nul_ok, strict, free, free_text) for child in value)
     if isinstance(value, msgspec.Struct):
-        for name in value.__struct_fields__:
+        for name, shape in _shapes(type(value)):
             child = getattr(value, name)
-            if child is msgspec.UNSET or isinstance(child, datetime):
+            if shape is _TEXT and type(child) is str:
+                (free if nul_ok or name in free_text else strict).append(child)
+            elif shape is _TEXTS and type(child) is list:
+                texts = free if nul_ok or name in free_text else strict
+                texts.extend(child)
+                if not all(type(text) is str for text in child):
+                    return False
+            elif child is None or child is msgspec.UNSET or isinstance(child, datetime):
                 continue
-            if not _gather(child, depth, nul_ok or name in free_text, strict, free, free_text):
+            elif not _gather(child, depth, nul_ok or name in free_text, strict, free, free_text):
                 return False
         return True
     return False  # str or int subclasses, other types: the slow walk decides
+
+
+_TEXT, _TEXTS, _OTHER = "text", "texts", "other"
+
+
+@functools.cache
+def _shapes(kind: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
+    """Each field of a Struct type with the shape its type declares: text, a list of texts, or
+    anything else. Declared, not guaranteed (a Struct built in Python is not converted), so
+    the walk still looks at each value's type; the shape only spares it a recursion."""
+    shapes = []
+    for field in msgspec.inspect.type_info(kind).fields:  # type: ignore[attr-defined]
+        declared = field.type
+        options = declared.types if isinstance(declared, msgspec.inspect.UnionType) else (declared,)
+        shape = _OTHER
+        if all(
+            isinstance(option, msgspec.inspect.StrType | msgspec.inspect.NoneType)
+            for option in options
+        ):
+            shape = _TEXT
+        elif isinstance(declared, msgspec.inspect.ListType) and isinstance(
+            declared.item_type, msgspec.inspect.StrType
+        ):
+            shape = _TEXTS
+        shapes.append((field.name, shape))
+    return tuple(shapes)
 
 
 _TIMESTAMPS = ("created_at", "updated_at", "last_used_at", "archived_at")

@@ -11,8 +11,6 @@ does not know (a bug of ours, say) pass through untouched: the worker reports th
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from workers.memory.errors import MemoryErrorCode, MemoryStoreError
@@ -70,20 +68,33 @@ def _error(message: str, code: str, *, retryable: bool = False) -> MemoryStoreEr
     return MemoryStoreError(message, code=code, retryable=retryable)
 
 
-@contextmanager
-def sqlite_errors(path: Path) -> Iterator[None]:
-    """Translate driver failures raised inside the block (see :func:`translate`)."""
-    try:
-        yield
-    except UnicodeEncodeError as exc:  # sqlite3 binding a lone surrogate (admin calls, direct use)
-        raise MemoryStoreError(
-            "text that is not valid Unicode cannot be stored or looked up"
-        ) from exc
-    except sqlite3.Error as exc:
-        translated = translate(exc, path)
-        if translated is None:
-            raise
-        raise translated from exc
+class sqlite_errors:  # lower case: it reads as a function, ``with sqlite_errors(path):``
+    """Translate driver failures raised inside the block (see :func:`translate`).
+
+    A class, not ``@contextmanager``: every store call passes through it, and a generator-based
+    context manager costs several times more per use."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, trace: object
+    ) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, UnicodeEncodeError):  # sqlite3 binding a lone surrogate
+            raise MemoryStoreError(
+                "text that is not valid Unicode cannot be stored or looked up"
+            ) from exc
+        if isinstance(exc, sqlite3.Error):
+            translated = translate(exc, self.path)
+            if translated is not None:
+                raise translated from exc
 
 
 def cannot_create(path: Path, exc: OSError) -> MemoryStoreError:

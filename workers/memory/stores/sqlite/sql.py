@@ -219,4 +219,6 @@ def connect(path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> 
     if not read_only:  # a read-only connection keeps the journal mode the file has
         connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
+    # Savepoint journals and the planner's TEMP tables stay in memory, never in temp files.
+    connection.execute("PRAGMA temp_store = MEMORY")
     return connection

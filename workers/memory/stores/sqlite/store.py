@@ -159,8 +159,9 @@ class SqliteMemoryStore(
 
     def _get(self, ids: list[str], keys: list[str], namespace: str) -> list[MemoryItem]:
         connection = self._threads.connection()
-        rows = rows_for_ids(connection, BY_ID, ids)
-        rows += rows_for_ids(connection, BY_KEY, keys, [namespace])
+        rows = rows_for_ids(connection, BY_ID, ids) if ids else []
+        if keys:
+            rows += rows_for_ids(connection, BY_KEY, keys, [namespace])
         return [row_to_item(row) for row in rows]
 
     async def query(

@@ -280,8 +280,12 @@ class SqliteThreads:
                 request.fail(exc)
             return [], False
         done: list[tuple[_Write, Any]] = []
+        # A savepoint lets one write fail without the others, at the price of copying every
+        # page it changes first: a write alone in its transaction needs none (its failure
+        # rolls the whole transaction back).
+        alone = len(group) == 1
         for position, request in enumerate(group):
-            outcome = _run_in_savepoint(connection, request)
+            outcome = _run_in_savepoint(connection, request, savepoint=not alone)
             if outcome is _TRANSACTION_LOST:
                 # The failure ended the whole transaction (an interrupt, a full disk): that
                 # write has its answer; the others run again in a new transaction.
@@ -375,27 +379,31 @@ _FAILED = object()
 _TRANSACTION_LOST = object()
 
 
-def _run_in_savepoint(connection: sqlite3.Connection, request: _Write) -> Any:
+def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepoint: bool) -> Any:
     """Run one write inside its own savepoint: its result, or ``_FAILED`` (its changes undone,
-    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction)."""
+    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction, as it
+    always does without a savepoint)."""
     try:
         request.job.start(connection)
     except Aborted as exc:
         request.fail(exc)
         return _FAILED
     try:
-        connection.execute("SAVEPOINT ditto_write")
+        if savepoint:
+            connection.execute("SAVEPOINT ditto_write")
         result = request.function(connection, *request.args)
     except BaseException as exc:
         request.job.ran()
         request.fail(Aborted() if request.job.aborted else exc)
-        if not connection.in_transaction:
+        if not savepoint or not connection.in_transaction:
+            _rollback(connection)
             return _TRANSACTION_LOST
         connection.execute("ROLLBACK TO ditto_write")
         connection.execute("RELEASE ditto_write")
         return _FAILED
     request.job.ran()
-    connection.execute("RELEASE ditto_write")
+    if savepoint:
+        connection.execute("RELEASE ditto_write")
     return result
 
 
