@@ -1,96 +1,65 @@
-"""Retrieval quality of each MEMORY.SEARCH strategy on a judged dataset: recall@1/5/10, nDCG@10,
-index and query timings.
+"""Retrieval quality of each MEMORY.SEARCH strategy on judged datasets: recall@1/5/10, nDCG@10
+and query time, per strategy and dataset.
 
-The dataset is a folder in the BEIR format, so public BEIR datasets (SciFact, NFCorpus, FiQA,
-...) work unchanged once downloaded and unzipped:
+Datasets (``bench/datasets.py``): ``sample`` (bundled, 40 documents) and ``longmemeval-s``
+(LongMemEval_S: 500 questions, each searching its own haystack of ~47 chat sessions; 23,551
+documents, downloaded once), or any BEIR-format folder. Documents are written through the
+public API (``MEMORY.WRITE``: namespace, key = the document id, content = the text) into a
+SQLite store, which is kept in ``$DITTO_BENCH_CACHE/eval`` so a second run skips indexing; then
+every judged query runs through ``MEMORY.SEARCH`` (filtered to its namespace) with each
+strategy. Recall@k is the share of a query's relevant documents in its top k; nDCG@10 uses
+linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are averaged over queries.
 
-* ``corpus.jsonl`` — one document per line: ``{"_id": "d1", "title": "...", "text": "..."}``
-  (``title`` optional);
-* ``queries.jsonl`` — ``{"_id": "q1", "text": "..."}``;
-* ``qrels.tsv`` (or ``qrels/test.tsv``) — tab-separated ``query-id  corpus-id  score`` with an
-  optional header line; a score above 0 marks a relevant document (graded scores are gains for
-  nDCG). Queries without a positive judgement are skipped.
+``hybrid`` is the default strategy with an embedder (its default fusion); ``hybrid rrf`` and
+``hybrid weighted`` are the other fusions for comparison. The run ends by checking that hybrid
+scores at least the better leg (recall@5 and nDCG@10) on every dataset, and with
+``--markdown`` prints the README's table (``--update-readme`` writes it there).
 
-Documents are indexed through the public API (``MEMORY.WRITE``, key = the document id, content
-= title and text) into a SQLite store in a temporary folder, then every judged query runs
-through ``MEMORY.SEARCH`` with each strategy. Recall@k is the share of a query's relevant
-documents in its top k; nDCG@10 uses linear gains, ``gain / log2(rank + 1)``, over the ideal
-ordering. Both are averaged over queries.
-
-    python3 tasks.py bench retrieval_eval                    # the bundled sample, MiniLM
-    .venv/bin/python bench/retrieval_eval.py --data ~/beir/scifact --embedder hashing
+    python3 tasks.py bench retrieval_eval                       # both datasets, MiniLM
+    .venv/bin/python bench/retrieval_eval.py --data sample --embedder hashing
+    .venv/bin/python bench/retrieval_eval.py --data ~/beir/scifact
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import hashlib
 import math
+import re
 import statistics
-import tempfile
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 from typing import Any
+
+from datasets import Dataset, cache_dir, load
 
 from ditto import create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder
 from workers.memory.embeddings.minilm import installed_model_dir
 
-SAMPLE = Path(__file__).with_name("data") / "retrieval_sample"
 CUTOFFS = (1, 5, 10)
 BATCH = 256
 STRATEGIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("keyword", "keyword", {}),
     ("vector", "vector", {}),
+    ("hybrid", "hybrid", {}),
     ("hybrid rrf", "hybrid", {"fusion": "rrf"}),
     ("hybrid weighted", "hybrid", {"fusion": "weighted"}),
 )
+README = Path(__file__).parents[1] / "README.md"
+BEGIN, END = "<!-- retrieval-eval:begin -->", "<!-- retrieval-eval:end -->"
 
 
 @dataclass(frozen=True)
-class Dataset:
-    corpus: dict[str, str]
-    queries: dict[str, str]
-    judgements: dict[str, dict[str, float]]
-
-
-def load(folder: Path) -> Dataset:
-    """Read a BEIR-format folder (see the module docstring)."""
-    corpus = {}
-    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            doc = json.loads(line)
-            corpus[str(doc["_id"])] = "\n".join(
-                part for part in (doc.get("title"), doc.get("text")) if part
-            )
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            query = json.loads(line)
-            queries[str(query["_id"])] = query["text"]
-    qrels = folder / "qrels.tsv"
-    if not qrels.exists():
-        qrels = folder / "qrels" / "test.tsv"
-    judgements: dict[str, dict[str, float]] = {}
-    for number, line in enumerate(qrels.read_text(encoding="utf-8").splitlines()):
-        fields = line.split("\t")
-        if not line.strip() or (number == 0 and not _is_number(fields[-1])):
-            continue  # blank, or the header
-        query_id, doc_id, score = fields[0], fields[1], float(fields[-1])
-        if score > 0 and query_id in queries and doc_id in corpus:
-            judgements.setdefault(query_id, {})[doc_id] = score
-    return Dataset(corpus, queries, judgements)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+class Scores:
+    recall: dict[int, float]
+    ndcg: float
+    p50_ms: float
 
 
 def recall(ranked: list[str], relevant: dict[str, float], k: int) -> float:
@@ -105,67 +74,173 @@ def ndcg(ranked: list[str], relevant: dict[str, float], k: int = 10) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-async def evaluate(data: Dataset, embedder: Embedder, folder: Path) -> None:
-    store = SqliteMemoryStore(folder / "eval.sqlite")
-    await store.open()
-    try:
+def _fingerprint(data: Dataset, embedder: Embedder) -> str:
+    digest = hashlib.sha256(embedder.model_id.encode())
+    for document in data.documents:
+        digest.update(f"{document.namespace}\0{document.key}\0{document.text}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+async def index(data: Dataset, embedder: Embedder) -> Path:
+    """The dataset's store file, written through MEMORY.WRITE unless a complete one is cached."""
+    folder = cache_dir() / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{data.name}-{embedder.model_id}")
+    path = folder / f"{slug}.sqlite"
+    stamp = path.with_suffix(".done")
+    fingerprint = _fingerprint(data, embedder)
+    if path.exists() and stamp.exists() and stamp.read_text() == fingerprint:
+        return path
+    for stale in (
+        path,
+        stamp,
+        path.with_name(path.name + "-wal"),
+        path.with_name(path.name + "-shm"),
+    ):
+        stale.unlink(missing_ok=True)
+    async with SqliteMemoryStore(path) as store:
         worker = create_memory_worker(store, embedder=embedder, track_usage=False)
         async with create_ditto(workers=[worker], config=None) as runtime:
             started = perf_counter()
-            documents = list(data.corpus.items())
+            documents = data.documents
             for start in range(0, len(documents), BATCH):
                 drafts = [
-                    {"key": doc_id, "content": text}
-                    for doc_id, text in documents[start : start + BATCH]
+                    {"namespace": doc.namespace, "key": doc.key, "content": doc.text}
+                    for doc in documents[start : start + BATCH]
                 ]
                 (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
-            index_seconds = perf_counter() - started
-            print(
-                f"indexed {len(documents):,} documents in {index_seconds:.1f} s "
-                f"({len(documents) / index_seconds:,.0f} docs/s, embedder {embedder.model_id}); "
-                f"{len(data.judgements):,} judged queries"
-            )
-            header = f"{'strategy':16}" + "".join(f" {'R@' + str(k):>6}" for k in CUTOFFS)
-            print(f"{header} {'nDCG@10':>8} {'p50 ms':>7}")
+                done = start + len(drafts)
+                rate = done / (perf_counter() - started)
+                print(
+                    f"\r  indexing {data.name}: {done:,}/{len(documents):,} documents "
+                    f"({rate:,.0f}/s, ETA {(len(documents) - done) / rate:,.0f} s)",
+                    end="",
+                    flush=True,
+                    file=sys.stderr,
+                )
+            print(file=sys.stderr)
+    stamp.write_text(fingerprint)
+    return path
+
+
+async def evaluate(data: Dataset, embedder: Embedder) -> dict[str, Scores]:
+    path = await index(data, embedder)
+    queries = [query for query in data.queries if query.id in data.judgements]
+    results: dict[str, Scores] = {}
+    async with SqliteMemoryStore(path) as store:
+        worker = create_memory_worker(store, embedder=embedder, track_usage=False)
+        async with create_ditto(workers=[worker], config=None) as runtime:
             for name, strategy, options in STRATEGIES:
-                scores: dict[str, list[float]] = {"ndcg": [], **{str(k): [] for k in CUTOFFS}}
-                timings = []
-                for query_id, relevant in data.judgements.items():
+                recalls: dict[int, list[float]] = {k: [] for k in CUTOFFS}
+                quality, timings = [], []
+                for query in queries:
                     request = {
-                        "query": data.queries[query_id],
+                        "query": query.text,
                         "strategy": strategy,
                         "limit": max(CUTOFFS),
                         "options": options,
+                        "filter": {"namespace": query.namespace},
                     }
                     began = perf_counter()
                     result = await runtime.invoke("MEMORY.SEARCH", request)
                     timings.append((perf_counter() - began) * 1000)
                     ranked = [hit.memory.key for hit in result.unwrap().hits]
+                    relevant = data.judgements[query.id]
                     for k in CUTOFFS:
-                        scores[str(k)].append(recall(ranked, relevant, k))
-                    scores["ndcg"].append(ndcg(ranked, relevant))
-                recalls = "".join(f" {statistics.fmean(scores[str(k)]):6.3f}" for k in CUTOFFS)
-                quality = statistics.fmean(scores["ndcg"])
-                print(f"{name:16}{recalls} {quality:8.3f} {statistics.median(timings):7.2f}")
-    finally:
-        await store.aclose()
+                        recalls[k].append(recall(ranked, relevant, k))
+                    quality.append(ndcg(ranked, relevant))
+                results[name] = Scores(
+                    {k: statistics.fmean(values) for k, values in recalls.items()},
+                    statistics.fmean(quality),
+                    statistics.median(timings),
+                )
+    return results
+
+
+def print_table(data: Dataset, results: dict[str, Scores]) -> None:
+    judged = sum(1 for query in data.queries if query.id in data.judgements)
+    print(f"\n{data.name}: {len(data.documents):,} documents, {judged:,} judged queries")
+    header = f"{'strategy':16}" + "".join(f" {'R@' + str(k):>6}" for k in CUTOFFS)
+    print(f"{header} {'nDCG@10':>8} {'p50 ms':>7}")
+    for name, scores in results.items():
+        recalls = "".join(f" {scores.recall[k]:6.3f}" for k in CUTOFFS)
+        print(f"{name:16}{recalls} {scores.ndcg:8.3f} {scores.p50_ms:7.2f}")
+
+
+def hybrid_verdicts(data: Dataset, results: dict[str, Scores]) -> list[str]:
+    """Where hybrid scores below the better leg (recall@5, nDCG@10); empty when it never does."""
+    misses = []
+    legs = (results["keyword"], results["vector"])
+    for metric, value in (("R@5", lambda s: s.recall[5]), ("nDCG@10", lambda s: s.ndcg)):
+        best = max(value(leg) for leg in legs)
+        if value(results["hybrid"]) < best:
+            misses.append(
+                f"{data.name}: hybrid {metric} {value(results['hybrid']):.3f} < {best:.3f}"
+            )
+    return misses
+
+
+def markdown(runs: Sequence[tuple[Dataset, dict[str, Scores]]], embedder: Embedder) -> str:
+    lines = [
+        f"Measured by `python3 tasks.py bench retrieval_eval` (embedder `{embedder.model_id}`):",
+        "",
+        "| dataset | strategy | R@1 | R@5 | R@10 | nDCG@10 |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for data, results in runs:
+        for name, scores in results.items():
+            lines.append(
+                f"| {data.name} | {name} | "
+                + " | ".join(f"{scores.recall[k]:.3f}" for k in CUTOFFS)
+                + f" | {scores.ndcg:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def update_readme(table: str) -> None:
+    text = README.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    README.write_text(text[:start] + "\n" + table + "\n" + text[end:], encoding="utf-8")
+    print(f"updated the table in {README}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=SAMPLE, help="a BEIR-format folder")
+    parser.add_argument(
+        "--data",
+        action="append",
+        help="a dataset name (sample, longmemeval-s) or a BEIR folder; repeatable "
+        "(default: sample and longmemeval-s)",
+    )
     parser.add_argument(
         "--embedder",
         choices=("minilm", "hashing"),
         default="minilm" if installed_model_dir() is not None else "hashing",
         help="minilm (default when installed) or hashing",
     )
+    parser.add_argument("--markdown", action="store_true", help="print the README table")
+    parser.add_argument("--update-readme", action="store_true", help="write it into README.md")
     arguments = parser.parse_args()
-    data = load(arguments.data)
     embedder: Embedder = MiniLMEmbedder() if arguments.embedder == "minilm" else HashingEmbedder()
-    print(f"dataset {arguments.data}")
-    with tempfile.TemporaryDirectory(prefix="ditto-retrieval-") as folder:
-        asyncio.run(evaluate(data, embedder, Path(folder)))
+    runs = []
+    for name in arguments.data or ["sample", "longmemeval-s"]:
+        data = load(name)
+        results = asyncio.run(evaluate(data, embedder))
+        print_table(data, results)
+        runs.append((data, results))
+    misses = [miss for data, results in runs for miss in hybrid_verdicts(data, results)]
+    print()
+    print(
+        "hybrid >= the better leg (R@5, nDCG@10) on every dataset:", "MISSED" if misses else "met"
+    )
+    for miss in misses:
+        print(f"  {miss}")
+    if arguments.markdown or arguments.update_readme:
+        table = markdown(runs, embedder)
+        print()
+        print(table)
+        if arguments.update_readme:
+            update_readme(table)
 
 
 if __name__ == "__main__":

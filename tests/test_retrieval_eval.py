@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,9 @@ from types import ModuleType
 ROOT = Path(__file__).parents[1]
 
 
-def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "retrieval_eval", ROOT / "bench" / "retrieval_eval.py"
-    )
+def _harness(name: str = "retrieval_eval") -> ModuleType:
+    sys.path.insert(0, str(ROOT / "bench"))  # the harness imports its sibling modules
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -45,20 +45,26 @@ def test_the_loader_reads_beir_folders(tmp_path: Path) -> None:
     (tmp_path / "qrels" / "test.tsv").write_text(
         "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t2\t0\nq9\td1\t1\n"
     )
-    data = _harness().load(tmp_path)
-    assert data.corpus == {"d1": "T\nbody", "2": "two"}
+    data = _harness("datasets").load(str(tmp_path))
+    assert [(doc.key, doc.text) for doc in data.documents] == [("d1", "T\nbody"), ("2", "two")]
     assert data.judgements == {"q1": {"d1": 1.0}}  # zero scores and unknown queries left out
 
 
-def test_the_sample_runs_end_to_end() -> None:
+def test_the_sample_runs_end_to_end(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "retrieval_eval.py"), "--embedder", "hashing"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "retrieval_eval.py"),
+            *("--data", "sample", "--embedder", "hashing", "--markdown"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "DITTO_BENCH_CACHE": str(tmp_path)},
     )
     assert completed.returncode == 0, completed.stderr
     rows = {line.split()[0]: line for line in completed.stdout.splitlines()}
     assert "22 judged queries" in completed.stdout
     assert {"keyword", "vector", "hybrid"} <= rows.keys()
+    assert "| sample | hybrid |" in completed.stdout  # the README table

@@ -180,6 +180,12 @@ def search_records(
         print_json(output)
     else:
         console.print(_hits_table(output.hits, explain))
+    if output.vector_missing:
+        errors.print(
+            f"note: {output.vector_missing} records have no vector, so vector search cannot "
+            "see them; run `ditto memory reindex` to embed them",
+            highlight=False,
+        )
     if not output.hits:
         raise typer.Exit(EXIT_NOT_FOUND)
 
@@ -246,7 +252,7 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
             "newest": None if newest is None else newest.isoformat(),
             "size_bytes": _size(settings),
             "index_health": await store.health(),
-            "vectors": await _vector_report(store),
+            "vectors": await _vector_report(store, settings),
         }
 
     report = on_store(settings, gather, reading=True)
@@ -278,6 +284,11 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
             + (f", reindexing to {vectors['reindex_target']}" if vectors["reindex_target"] else ""),
             highlight=False,
         )
+        if vectors["records_without_vector"]:
+            console.print(
+                "vector search cannot see records without a vector: run `ditto memory reindex`",
+                highlight=False,
+            )
     health = report["index_health"]
     if health:
         console.print(
@@ -289,18 +300,27 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
 _STATS_PAGE = 1000
 
 
-async def _vector_report(store: MemoryStore) -> dict[str, Any] | None:
+async def _vector_report(store: MemoryStore, settings: Settings) -> dict[str, Any] | None:
+    """The store's embedding model and how many records lack its vector. A store that has no
+    vectors yet is measured against the configured embedder: gaining one leaves every record
+    written before it without a vector until ``reindex``."""
+    from ditto.bootstrap import build_embedder
+    from workers.memory.embeddings.base import model_of
     from workers.memory.ports import VectorStore
 
     if not isinstance(store, VectorStore):
         return None
     state = await store.vector_state()
+    model = state.active
+    if model is None:
+        embedder = build_embedder(settings)
+        model = None if embedder is None else model_of(embedder)
     return {
-        "model": None if state.active is None else state.active.model_id,
-        "dimension": None if state.active is None else state.active.dimension,
+        "model": None if model is None else model.model_id,
+        "dimension": None if model is None else model.dimension,
         "reindex_target": None if state.target is None else str(state.target),
         "records_without_vector": (
-            None if state.active is None else await store.count_missing_vectors(state.active)
+            None if model is None else await store.count_missing_vectors(model)
         ),
     }
 

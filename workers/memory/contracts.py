@@ -261,6 +261,11 @@ class SearchHit(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
     hits: list[SearchHit]
+    vector_missing: int | None = None
+    """Vector and hybrid search: how many records of the store the vector leg could not see,
+    because they have no vector of the store's embedding model (written before an embedder
+    was configured, or by a worker without one; counted store-wide, at most a few seconds
+    old). ``ditto memory reindex`` embeds them. ``None`` for keyword search."""
 
 
 class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -185,7 +185,9 @@ class _MemoryNodes:
         request = msgspec.structs.replace(
             request, limit=limit, filter=self.access.visible_filter(request.filter, principal)
         )
-        hits = await self.search_provider.search(request, ctx)
+        found = await self.search_provider.search(request, ctx)
+        output = found if isinstance(found, SearchOutput) else SearchOutput(found)
+        hits = output.hits
         if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
             raise off_contract("SEARCH output must be a list of SearchHit")
         if len(hits) > limit:
@@ -202,7 +204,10 @@ class _MemoryNodes:
             hits = [hit for hit in hits if hit.memory.id in kept]
         if self.usage is not None and hits:
             await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
-        return SearchOutput(hits)
+        missing = output.vector_missing
+        if missing is not None and (isinstance(missing, bool) or not isinstance(missing, int)):
+            raise off_contract("SEARCH vector_missing must be an integer")
+        return SearchOutput(hits, missing)
 
     async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
         self._start_hygiene()

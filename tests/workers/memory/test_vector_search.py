@@ -346,3 +346,28 @@ async def test_an_unfinished_reindex_leaves_the_old_model_whole(env: Env) -> Non
     top = await ok(fresh, "MEMORY.SEARCH", {"query": "doc-0 v2", "strategy": "vector", "limit": 1})
     assert top.hits[0].memory.id == first.id
     assert top.hits[0].score > 0.999
+
+
+async def test_records_without_vectors_are_reported_until_reindexed(env: Env) -> None:
+    """A store that gains an embedder: the vector leg cannot see older records, and says how
+    many; after reindex it sees them all."""
+    plain = await env.runtime()  # no embedder: records without vectors
+    await seed(plain, 5)
+    embedder = TableEmbedder()
+    runtime = await env.runtime(embedder=embedder)
+    await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": "doc-new"}]})
+    for strategy in ("vector", "hybrid"):
+        output = await ok(
+            runtime,
+            "MEMORY.SEARCH",
+            {"query": "doc-new", "strategy": strategy, "options": {"explain": True}},
+        )
+        assert output.vector_missing == 5
+        assert all(hit.explain["vector_missing"] == 5 for hit in output.hits)
+    keyword = await ok(runtime, "MEMORY.SEARCH", {"query": "doc", "strategy": "keyword"})
+    assert keyword.vector_missing is None
+    await reindex(env.store, embedder)
+    fresh = await env.runtime(embedder=embedder)  # a new engine: no count cached
+    output = await ok(fresh, "MEMORY.SEARCH", {"query": "doc-1", "strategy": "vector"})
+    assert output.vector_missing == 0
+    assert len(output.hits) == 6

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from workers.memory.contracts import SearchHit, SearchInput
+from workers.memory.contracts import SearchHit, SearchInput, SearchOutput
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
@@ -47,4 +47,7 @@ class MemorySearchProvider(Protocol):
     options it does not support.
     """
 
-    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit]: ...
+    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit] | SearchOutput:
+        """The hits, best first; or a whole :class:`SearchOutput` to report more than hits
+        (such as ``vector_missing``)."""
+        ...

@@ -25,13 +25,14 @@ import asyncio
 import math
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
+from time import monotonic
 from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from ditto.errors import InvalidInputError
 from ditto.runtime.context import NodeContext
-from workers.memory.contracts import MemoryItem, SearchHit, SearchInput
+from workers.memory.contracts import MemoryItem, SearchHit, SearchInput, SearchOutput
 from workers.memory.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.errors import MemoryStoreError, SearchUnavailableError
 from workers.memory.ports import KeywordSearch, MemoryStore, VectorStore
@@ -45,6 +46,7 @@ Fusion = Literal["rrf", "weighted"]
 _DEFAULT_WEIGHTS = {"rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}  # (vector, keyword)
 A = TypeVar("A")
 B = TypeVar("B")
+_MISSING_TTL = 5.0
 _OPTIONS = frozenset({"explain", "min_score", "fusion", "rrf_k", "vector_weight", "keyword_weight"})
 
 
@@ -131,8 +133,9 @@ class SearchEngine:
         self.model = model_of(embedder) if embedder is not None else None
         self.settings = settings or SearchSettings()
         self._recent = recency_search(store)
+        self._missing: tuple[int, float] | None = None
 
-    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit]:
+    async def search(self, input: SearchInput, ctx: NodeContext) -> list[SearchHit] | SearchOutput:
         strategy = input.strategy or "auto"
         if strategy == RECENT_KEYWORD:
             return await self._recent.search(input, ctx)
@@ -161,7 +164,27 @@ class SearchEngine:
             hits = [
                 hit for hit in hits if hit.score is not None and hit.score >= settings.min_score
             ]
-        return hits
+        if strategy == "keyword":
+            return hits
+        missing = await self._vector_missing()
+        if explain and missing:
+            hits = [
+                msgspec.structs.replace(
+                    hit, explain={**(hit.explain or {}), "vector_missing": missing}
+                )
+                for hit in hits
+            ]
+        return SearchOutput(hits, missing)
+
+    async def _vector_missing(self) -> int | None:
+        """Records without a vector of the embedder's model, counted at most every
+        ``_MISSING_TTL`` seconds (a count reads the whole index)."""
+        if self.model is None or not isinstance(self.store, VectorStore):
+            return None
+        now = monotonic()
+        if self._missing is None or now - self._missing[1] >= _MISSING_TTL:
+            self._missing = (await self.store.count_missing_vectors(self.model), now)
+        return self._missing[0]
 
     def _settings(self, options: dict[str, Any]) -> tuple[SearchSettings, bool]:
         unknown = sorted(options.keys() - _OPTIONS)

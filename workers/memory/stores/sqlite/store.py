@@ -278,6 +278,11 @@ class SqliteMemoryStore(
             lambda: sqlite_vectors.missing_vectors(self._threads.connection(), model, after, limit)
         )
 
+    async def count_missing_vectors(self, model: EmbeddingModel) -> int:
+        return await self._threads.read(
+            lambda: sqlite_vectors.count_missing_vectors(self._threads.connection(), model)
+        )
+
     async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
         return await self._threads.write(sqlite_vectors.put_vectors, list(ids), vectors)
 

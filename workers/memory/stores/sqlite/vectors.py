@@ -152,6 +152,15 @@ def missing_vectors(
     return [row_to_item(row) for row in rows]
 
 
+def count_missing_vectors(connection: sqlite3.Connection, model: EmbeddingModel) -> int:
+    (count,) = connection.execute(
+        "SELECT count(*) FROM memories m LEFT JOIN memory_vectors v ON v.id = m.id "
+        "AND v.model = ? AND v.dimension = ? WHERE v.id IS NULL",
+        (model.model_id, model.dimension),
+    ).fetchone()
+    return int(count)
+
+
 def put_vectors(connection: sqlite3.Connection, ids: Sequence[str], vectors: Vectors) -> int:
     state, _ = read_state(connection)
     check_model(vectors.model, state, writing=True)
