@@ -64,7 +64,7 @@ def test_the_sample_runs_end_to_end(tmp_path: Path) -> None:
         env={**os.environ, "DITTO_BENCH_CACHE": str(tmp_path)},
     )
     assert completed.returncode == 0, completed.stderr
-    rows = {line.split()[0]: line for line in completed.stdout.splitlines()}
+    rows = {line.split()[0]: line for line in completed.stdout.splitlines() if line.strip()}
     assert "22 judged queries" in completed.stdout
     assert {"keyword", "vector", "hybrid"} <= rows.keys()
     assert "| sample | hybrid |" in completed.stdout  # the README table
