@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from timing import Figure, Spread, alternate, timed, timed_async
@@ -160,7 +160,8 @@ def raw_get(connection: sqlite3.Connection, item_id: str) -> dict[str, Any] | No
     row = connection.execute(_RAW_GET, (item_id,)).fetchone()
     if row is None:
         return None
-    record = dict(zip(("id", "key", "namespace", "content", "summary", "category"), row[:6]))
+    names = ("id", "key", "namespace", "content", "summary", "category")
+    record = dict(zip(names, row[:6], strict=True))
     record.update(content=json.loads(row[3]), tags=json.loads(row[6]), metadata=json.loads(row[7]))
     return record
 
@@ -183,7 +184,11 @@ def plain_search(
 class LangGraph:
     """LangGraph's SqliteStore on its own file, or ``None`` when it is not installed."""
 
-    NAMESPACES = {"alice": ("alice",), "bob": ("bob",), "team": ("team",)}
+    NAMESPACES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "alice": ("alice",),
+        "bob": ("bob",),
+        "team": ("team",),
+    }
 
     def __init__(self, path: Path) -> None:
         from langgraph.store.sqlite import SqliteStore

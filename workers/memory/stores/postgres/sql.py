@@ -1,4 +1,4 @@
-"""SQL for the PostgreSQL memory store: filters, rows and the keyword query.
+"""SQL for the PostgreSQL memory store: filters, rows and the exact keyword ranking.
 
 Values always travel as ``$n`` parameters. The only text spliced into SQL is the schema name
 (validated against ``^[a-z_][a-z0-9_]{0,62}$`` and quoted) and fixed fragments from this module.
@@ -139,9 +139,11 @@ def where_clause(filter: MemoryFilter, params: Params, schema: str) -> str:
 
 
 def keyword_search_sql(s: str, filter: MemoryFilter, params: Params, limit: int) -> str:
-    """Ranked keyword search; ``$1`` is the ``websearch_to_tsquery`` text. Records are ranked
-    and limited first, then joined with their usage counters, so the join touches ``limit`` rows,
-    not every match (filters never involve usage)."""
+    """The unplanned keyword ranking: every match of ``$1`` (``websearch_to_tsquery`` text)
+    scored by ``ts_rank_cd``, ties by id. The store runs the planned search (``search``) instead,
+    which scores the same way but only a bounded set of records; this is the exact reference it
+    is measured against (``bench/postgres_store.py``). Records are ranked and limited first, then
+    joined with their usage counters, so the join touches ``limit`` rows, not every match."""
     where = where_clause(filter, params, s)
     limit_mark = params.add(limit)
     ranked = (

@@ -7,9 +7,10 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 * **Writes** of a batch are one transaction (``writes``). Keyed drafts take a
   transaction-scoped advisory lock per ``(namespace, key)`` before they look for the stored
   record: concurrent writers of one key serialise instead of failing on the unique index.
-* **Keyword search** is a generated ``tsvector`` column with a GIN index, queried with
-  ``websearch_to_tsquery`` over the query's words joined by ``or`` (user text is never SQL and
-  never raw tsquery syntax) and ranked with ``ts_rank_cd``.
+* **Keyword search** is a generated ``tsvector`` column with a GIN index, ranked with
+  ``ts_rank_cd``, OR semantics, planned by document frequency so one search scores a bounded
+  number of records (``search``). Each word becomes a ``tsquery`` through
+  ``websearch_to_tsquery``: user text is never SQL and never raw tsquery syntax.
 * **Usage** counters are coalesced in memory and applied by one statement for many searches
   (``usage``): one statement per search would make every search a costly write.
 * **Failures** of the driver become coded store errors at one boundary (``errors``); messages
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Self
 
 import asyncpg
 
+from ditto.errors import InvalidInputError
 from workers.memory.contracts import (
     AuditEntry,
     HistoryEntry,
@@ -58,10 +60,10 @@ from workers.memory.stores.postgres import vectors as pg_vectors
 from workers.memory.stores.postgres.errors import postgres_errors
 from workers.memory.stores.postgres.pool import PoolRecipe
 from workers.memory.stores.postgres.schema import migrate
+from workers.memory.stores.postgres.search import DEFAULT_BUDGET, KeywordPlanner, keyword_search
 from workers.memory.stores.postgres.sql import (
     Params,
     columns,
-    keyword_search_sql,
     order_clause,
     quoted_schema,
     records,
@@ -98,10 +100,21 @@ class PostgresMemoryStore(
         pool: An ``asyncpg.Pool``, or the :class:`PoolRecipe` that ``from_url`` passes.
         schema: The PostgreSQL schema holding the tables (created if missing).
         clock: Source of timestamps (default: system clock, UTC).
+        search_budget: Records one keyword search may score before frequent words are left
+            to the fill phase (see ``search``).
+
+    Raises:
+        InvalidInputError: ``schema`` is not a plain lower-case identifier, or
+            ``search_budget`` is below 1.
     """
 
     def __init__(
-        self, pool: asyncpg.Pool | PoolRecipe, *, schema: str = "ditto", clock: Clock = utc_now
+        self,
+        pool: asyncpg.Pool | PoolRecipe,
+        *,
+        schema: str = "ditto",
+        clock: Clock = utc_now,
+        search_budget: int = DEFAULT_BUDGET,
     ) -> None:
         super().__init__()
         self._recipe = pool if isinstance(pool, PoolRecipe) else None
@@ -114,6 +127,11 @@ class PostgresMemoryStore(
         self._open_lock = asyncio.Lock()
         self._index = VectorIndex()
         self._refreshing = asyncio.Lock()
+        if isinstance(search_budget, bool) or not isinstance(search_budget, int):
+            raise InvalidInputError("search_budget must be an integer")
+        if search_budget < 1:
+            raise InvalidInputError("search_budget must be at least 1")
+        self._planner = KeywordPlanner(self._s, search_budget)
 
     @classmethod
     def from_url(
@@ -124,10 +142,16 @@ class PostgresMemoryStore(
         pool_size: int = 10,
         statement_timeout_ms: int = 30_000,
         clock: Clock = utc_now,
+        search_budget: int = DEFAULT_BUDGET,
     ) -> Self:
         """A store with its own connection pool, created by :meth:`open` (no connection is made
         here) and closed by :meth:`aclose`."""
-        return cls(PoolRecipe(url, pool_size, statement_timeout_ms), schema=schema, clock=clock)
+        return cls(
+            PoolRecipe(url, pool_size, statement_timeout_ms),
+            schema=schema,
+            clock=clock,
+            search_budget=search_budget,
+        )
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -246,18 +270,16 @@ class PostgresMemoryStore(
         return {"indexes_valid": bool(valid), "schema_version": int(bytes(version).decode())}
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
-        """Keyword search: ``ts_rank_cd`` over ``websearch_to_tsquery`` of the query words joined
-        by ``or``; filters before the limit; higher scores are better."""
+        """Keyword search: ``ts_rank_cd`` of the query's words OR-ed, planned by document
+        frequency (see ``search``); filters before the limit; higher scores are better."""
         words, explain = keyword_request(input, "the PostgreSQL store")
         if not words:
             return []
-        pool = await self._ready()
-        params = Params([" or ".join(words)])
-        sql = keyword_search_sql(self._s, input.filter, params, input.limit or 10)
-        async with postgres_errors():
-            rows = await pool.fetch(sql, *params.values)
-        hits = [SearchHit(row_to_item(row), float(row["score"])) for row in rows]
-        return explained(hits, explain)
+        async with self._connection() as connection:
+            hits = await keyword_search(
+                connection, self._planner, self._s, words, input.filter, input.limit or 10
+            )
+        return explained([SearchHit(row_to_item(row), score) for row, score in hits], explain)
 
     # ----------------------------------------------------------------- writes
 
