@@ -367,6 +367,10 @@ class PostgresMemoryStore(
         async with self._connection() as connection:
             return await pg_vectors.missing_vectors(connection, self._s, model, after, limit)
 
+    async def count_missing_vectors(self, model: EmbeddingModel) -> int:
+        async with self._connection() as connection:
+            return await pg_vectors.count_missing_vectors(connection, self._s, model)
+
     async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
         async with self._connection(transaction=True) as connection:
             return await pg_vectors.put_vectors(connection, self._s, ids, vectors)

@@ -165,6 +165,16 @@ async def missing_vectors(
     return [row_to_item(row) for row in rows]
 
 
+async def count_missing_vectors(connection: Connection, s: str, model: EmbeddingModel) -> int:
+    count = await connection.fetchval(
+        f"SELECT count(*) FROM {s}.memories m LEFT JOIN {s}.memory_vectors v ON v.id = m.id "
+        "AND v.model = $1 AND v.dimension = $2 WHERE v.id IS NULL",
+        model.model_id,
+        model.dimension,
+    )
+    return int(count)
+
+
 async def put_vectors(connection: Connection, s: str, ids: Sequence[str], vectors: Vectors) -> int:
     state, _ = await read_state(connection, s)
     check_model(vectors.model, state, writing=True)
