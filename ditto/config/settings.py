@@ -154,15 +154,17 @@ class EmbedderSettings(_Strict):
 class MemorySearchSettings(_Strict):
     """``workers.memory.search:`` — defaults of the hybrid strategy (requests may override)."""
 
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    """``rrf``: Σ weight / (rrf_k + rank); ``weighted``: min-max normalised leg scores."""
+    fusion: Literal["confidence", "rrf", "weighted"] = "confidence"
+    """``confidence``: the legs' calibrated scores averaged, each leg weighted by how sharply
+    its best candidate stands out; ``rrf``: Σ weight / (rrf_k + rank); ``weighted``: min-max
+    normalised leg scores."""
     rrf_k: float = Field(60, gt=0, le=1_000_000)
     vector_weight: float | None = Field(None, ge=0, le=1_000)
-    """null: the fusion's default (rrf 0.5, weighted 0.7)."""
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.7)."""
     keyword_weight: float | None = Field(None, ge=0, le=1_000)
-    """null: the fusion's default (rrf 0.5, weighted 0.3)."""
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.3)."""
     overfetch: int = Field(3, ge=1, le=20)
-    """Each hybrid leg fetches this many times the limit."""
+    """Each hybrid leg fetches this many times the limit (at least 20 candidates)."""
     min_score: float | None = None
     """Drop hits scoring below this; null keeps all."""
 

@@ -44,6 +44,30 @@ async def test_minilm_matches_the_reference_model() -> None:
     assert ours.shape == (len(reference["sentences"]), 384)
 
 
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_minilm_threads_must_be_a_positive_integer(threads: object) -> None:
+    with pytest.raises(InvalidInputError, match="threads must be a positive integer"):
+        MiniLMEmbedder(threads=threads)  # type: ignore[arg-type]
+
+
+async def test_minilm_vectors_do_not_depend_on_the_thread_count() -> None:
+    from threadpoolctl import threadpool_info
+
+    reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    texts = reference["sentences"] * 3  # several buckets, so that both threads get some
+    blas_before = [library["num_threads"] for library in threadpool_info()]
+    one = await MiniLMEmbedder(batch_size=4, threads=1).embed(texts)
+    two = await MiniLMEmbedder(batch_size=4, threads=2).embed(texts)
+    np.testing.assert_allclose(one, two, rtol=0, atol=1e-6)
+    # Nor on the other texts of the call: the three copies of a text get the same vector.
+    third = len(texts) // 3
+    np.testing.assert_allclose(one[:third], one[third : 2 * third], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(one[:third], one[2 * third :], rtol=0, atol=1e-6)
+    # The one-thread BLAS limit holds during a call only: the rest of the process keeps its own.
+    assert [library["num_threads"] for library in threadpool_info()] == blas_before
+    assert (await MiniLMEmbedder(threads=2).embed([])).shape == (0, 384)
+
+
 async def test_minilm_without_weights_names_the_install_command(tmp_path: Path) -> None:
     with pytest.raises(MemoryStoreError, match="ditto models install") as raised:
         await MiniLMEmbedder(tmp_path).embed(["x"])

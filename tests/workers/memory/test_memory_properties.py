@@ -284,3 +284,17 @@ def test_query_pagination_returns_every_record_exactly_once(
                 await store.aclose()
 
     anyio.run(main)
+
+
+def test_calibrated_bm25_is_documented_and_bounded() -> None:
+    """``1 - exp(-bm25 / ideal)``: 0 without a match, 1 - 1/e for the ideal record, up to 1."""
+    import math
+
+    from workers.memory.search.keyword import calibrated, idf
+
+    ideal = idf(1000, 3) + idf(1000, 50)
+    assert calibrated(0.0, ideal) == 0.0
+    assert math.isclose(calibrated(ideal, ideal), 1 - 1 / math.e)
+    assert 0.99 < calibrated(5 * ideal, ideal) < 1.0
+    assert calibrated(idf(1000, 3), ideal) > calibrated(idf(1000, 50), ideal)  # rarer counts more
+    assert idf(1000, 900) == 1e-6  # a word in most records carries (almost) nothing

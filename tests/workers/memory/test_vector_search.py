@@ -192,7 +192,7 @@ async def test_hybrid_explanations_add_up_to_the_fused_score(env: Env) -> None:
             assert math.isclose(total, why["fused_score"], rel_tol=1e-9)
             assert math.isclose(hit.score, why["fused_score"], rel_tol=1e-9)
             assert why["vector_rank"] is not None or why["keyword_rank"] is not None
-            if options.get("fusion", "rrf") == "rrf":
+            if options.get("fusion") == "rrf":
                 k = options.get("rrf_k", 60)
                 if why["keyword_rank"] is not None:
                     weight = options.get("keyword_weight", 0.5)
@@ -371,3 +371,40 @@ async def test_records_without_vectors_are_reported_until_reindexed(env: Env) ->
     output = await ok(fresh, "MEMORY.SEARCH", {"query": "doc-1", "strategy": "vector"})
     assert output.vector_missing == 0
     assert len(output.hits) == 6
+
+
+def _pinned_embedder(vectors: dict[str, list[float]], default: list[float]) -> CallableEmbedder:
+    """Chosen vectors for chosen texts (``default`` for the rest), so each leg's shape is set."""
+    return CallableEmbedder(
+        lambda texts: [vectors.get(text, default) for text in texts], "pinned", 3
+    )
+
+
+async def test_confidence_fusion_follows_the_leg_that_singles_a_record_out(env: Env) -> None:
+    notes = [f"alpha note {n}" for n in range(12)]
+    # The vector leg singles out note 7; the keyword leg scores every note alike.
+    runtime = await env.runtime(
+        embedder=_pinned_embedder({"alpha": [1, 0, 0], "alpha note 7": [1, 0.1, 0]}, [0.1, 1, 0])
+    )
+    await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": note} for note in notes]})
+    output = await ok(runtime, "MEMORY.SEARCH", {"query": "alpha", "options": {"explain": True}})
+    top = output.hits[0]
+    assert top.explain["fusion"] == "confidence"
+    assert top.explain["keyword_weight"] < 0.01 < 0.99 < top.explain["vector_weight"]
+    assert all(0 <= hit.score <= 1 for hit in output.hits)
+    assert math.isclose(top.score, top.explain["vector_score"], rel_tol=0.02)
+
+
+async def test_confidence_fusion_ignores_a_leg_whose_scores_are_flat(env: Env) -> None:
+    # Every record has the same vector: the vector leg cannot tell them apart, so the keyword
+    # leg, which finds the one record holding the rare word, decides.
+    runtime = await env.runtime(embedder=_pinned_embedder({}, [0, 0, 1]))
+    contents = [f"alpha routine entry {n}" for n in range(11)] + ["alpha zebra sighting"]
+    await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": text} for text in contents]})
+    output = await ok(
+        runtime, "MEMORY.SEARCH", {"query": "zebra alpha", "options": {"explain": True}}
+    )
+    top = output.hits[0]
+    assert top.memory.content == "alpha zebra sighting"
+    assert top.explain["vector_weight"] == 0
+    assert math.isclose(top.score, top.explain["keyword_score"])

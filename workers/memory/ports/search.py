@@ -21,8 +21,9 @@ class KeywordSearch(ABC):
         """Rank records for ``input.query`` (strategy ``None`` or ``"keyword"``).
 
         Words are OR-ed; user text is always data, never query syntax. ``input.filter``
-        applies before ``input.limit``. Scores are higher for better matches; with
-        ``options.explain`` each hit says how it ranked.
+        applies before ``input.limit``. Scores are in [0, 1], higher for better matches (the
+        hybrid fusion reads them as calibrated: a BM25 store uses
+        ``search.keyword.calibrated``); with ``options.explain`` each hit says how it ranked.
 
         Args:
             input: The validated SEARCH input, ``limit`` resolved.

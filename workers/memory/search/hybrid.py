@@ -1,22 +1,36 @@
 """MEMORY.SEARCH strategies: ``keyword``, ``vector``, ``hybrid``, ``auto`` and
 ``recent-keyword``, over any store.
 
-* ``keyword`` — the store's BM25 search.
+* ``keyword`` — the store's BM25 search; scores on the calibrated scale, in [0, 1]
+  (``search.keyword.calibrated``).
 * ``vector`` — cosine similarity between the query's embedding and the records' (the store's
   exact index), filters applied before the limit.
-* ``hybrid`` — both legs, each over-fetching ``overfetch × limit`` candidates, fused:
-  ``rrf`` (the default): ``score = Σ wᵢ / (k + rankᵢ)`` over the legs a record appears in,
-  ``k = 60``, weights 0.5 / 0.5 (PAR's and Letta's formula); or ``weighted``: each leg's scores
-  min-max normalised over its candidates, ``score = vector_weight · v + keyword_weight · k``
-  (PRX's linear fusion; default weights 0.7 / 0.3).
+* ``hybrid`` — both legs, each over-fetching ``max(overfetch × limit, 20)`` candidates, fused:
+
+  - ``confidence`` (the default): a weighted mean of the legs' calibrated scores (cosine
+    clipped to [0, 1]; the keyword score as the store reports it), where each leg's weight is
+    its *confidence* for this query: how sharply its best candidate stands out from its 10th,
+    ``((s₁ - s₁₀) / s₁)²`` (its last, with fewer). A leg whose scores are flat — a weak
+    embedder on this query, or a keyword leg matching one common word everywhere — counts
+    little; a leg that singles records out counts much, so the fusion follows the leg that
+    knows, query by query, and a record both legs rank well rises above either. Leg weights
+    (default 1 / 1) multiply the confidences. ``score = Σ cᵢ·sᵢ / Σ cᵢ`` is in [0, 1] like the
+    legs' scores, so one ``min_score`` means the same with or without an embedder.
+  - ``rrf``: ``score = Σ wᵢ / (k + rankᵢ)`` over the legs a record appears in, ``k = 60``,
+    weights 0.5 / 0.5 (PAR's and Letta's formula).
+  - ``weighted``: each leg's scores min-max normalised over its candidates,
+    ``score = vector_weight · v + keyword_weight · k`` (PRX's linear fusion; 0.7 / 0.3).
+
+  On the evaluation harness (``bench/retrieval_eval.py``) ``confidence`` scores at least the
+  better leg on every dataset, where ``rrf`` and ``weighted`` fall below it on some.
 * ``auto`` (the default) — ``hybrid`` when an embedder is configured, else ``keyword``.
 * ``recent-keyword`` — keyword candidates re-ranked by ``metadata["saved_at"]`` (or the
   handbook's ``savedAt``).
 
-Options: ``explain`` (each hit carries its per-leg rank and score, each leg's contribution and
-the fused score — the contributions add up to it), ``min_score`` (drop hits scoring less),
-``fusion``, ``rrf_k``, ``vector_weight``, ``keyword_weight``; defaults come from ``ditto.yaml``
-(:class:`SearchSettings`) and a request may override them.
+Options: ``explain`` (each hit carries its per-leg rank and score, each leg's weight and
+contribution and the fused score — the contributions add up to it), ``min_score`` (drop hits
+scoring less), ``fusion``, ``rrf_k``, ``vector_weight``, ``keyword_weight``; defaults come from
+``ditto.yaml`` (:class:`SearchSettings`) and a request may override them.
 """
 
 from __future__ import annotations
@@ -42,8 +56,14 @@ from workers.memory.search.recency import recency_search
 __all__ = ("STRATEGIES", "SearchEngine", "SearchSettings")
 
 STRATEGIES = ("auto", "keyword", "vector", "hybrid", RECENT_KEYWORD)
-Fusion = Literal["rrf", "weighted"]
-_DEFAULT_WEIGHTS = {"rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}  # (vector, keyword)
+Fusion = Literal["confidence", "rrf", "weighted"]
+FUSIONS = ("confidence", "rrf", "weighted")
+_DEFAULT_WEIGHTS = {"confidence": (1.0, 1.0), "rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}
+"""(vector, keyword) leg weights of each fusion."""
+_CONFIDENCE_DEPTH = 10
+"""A leg's confidence compares its best candidate with its 10th."""
+_MIN_CANDIDATES = 20
+"""Each hybrid leg fetches at least this many candidates (the confidence needs a 10th)."""
 A = TypeVar("A")
 B = TypeVar("B")
 _MISSING_TTL = 5.0
@@ -55,15 +75,15 @@ class SearchSettings:
     """Defaults of the hybrid strategy (a request's ``options`` override them).
 
     Args:
-        fusion: ``rrf`` or ``weighted``.
+        fusion: ``confidence``, ``rrf`` or ``weighted``.
         rrf_k: RRF's rank offset (> 0).
         vector_weight / keyword_weight: Leg weights (>= 0, not both 0); ``None`` takes the
-            fusion's default (RRF 0.5 / 0.5, weighted 0.7 / 0.3).
+            fusion's default (confidence 1 / 1, RRF 0.5 / 0.5, weighted 0.7 / 0.3).
         overfetch: Each hybrid leg fetches ``overfetch × limit`` candidates (1..20).
         min_score: Drop hits scoring below it (``None``: keep all).
     """
 
-    fusion: Fusion = "rrf"
+    fusion: Fusion = "confidence"
     rrf_k: float = 60
     vector_weight: float | None = None
     keyword_weight: float | None = None
@@ -71,8 +91,8 @@ class SearchSettings:
     min_score: float | None = None
 
     def __post_init__(self) -> None:
-        if self.fusion not in ("rrf", "weighted"):
-            raise InvalidInputError("fusion must be rrf or weighted")
+        if self.fusion not in FUSIONS:
+            raise InvalidInputError("fusion must be confidence, rrf or weighted")
         _number("rrf_k", self.rrf_k, positive=True)
         for name in ("vector_weight", "keyword_weight", "min_score"):
             value = getattr(self, name)
@@ -226,7 +246,7 @@ class SearchEngine:
     async def _hybrid(
         self, input: SearchInput, limit: int, settings: SearchSettings, explain: bool
     ) -> list[SearchHit]:
-        fetch = limit * settings.overfetch
+        fetch = max(limit * settings.overfetch, _MIN_CANDIDATES)
         keyword_request = msgspec.structs.replace(input, limit=fetch, options={})
         vector_leg, keyword_hits = await _both(
             self._vector(input, fetch), self._keyword(keyword_request, fetch, False)
@@ -234,19 +254,18 @@ class SearchEngine:
         keyword_leg = _Leg("keyword", [(hit.memory, hit.score or 0.0) for hit in keyword_hits])
         vector_weight, keyword_weight = settings.weights()
         legs = ((vector_leg, vector_weight), (keyword_leg, keyword_weight))
+        contribute = _FUSE[settings.fusion](legs, settings)
         fused: dict[str, dict[str, Any]] = {}
         items: dict[str, MemoryItem] = {}
-        for leg, weight in legs:
-            normalise = _min_max([score for _, score in leg.ranked])
-            for rank, (item, score) in enumerate(leg.ranked, start=1):
+        for (leg, _), (leg_weight, contributions) in zip(legs, contribute, strict=True):
+            for rank, ((item, score), contribution) in enumerate(
+                zip(leg.ranked, contributions, strict=True), start=1
+            ):
                 items.setdefault(item.id, item)
-                if settings.fusion == "rrf":
-                    contribution = weight / (settings.rrf_k + rank)
-                else:
-                    contribution = weight * normalise(score)
                 entry = fused.setdefault(item.id, {"fused_score": 0.0})
                 entry[f"{leg.name}_rank"] = rank
                 entry[f"{leg.name}_score"] = score
+                entry[f"{leg.name}_weight"] = leg_weight
                 entry[f"{leg.name}_contribution"] = contribution
                 entry["fused_score"] += contribution
         order = sorted(fused, key=lambda item_id: (-fused[item_id]["fused_score"], item_id))
@@ -256,12 +275,67 @@ class SearchEngine:
             detail = None
             if explain:
                 detail = {"strategy": "hybrid", "fusion": settings.fusion, **why}
-                for name in ("vector", "keyword"):  # a leg that missed it contributes 0
-                    detail.setdefault(f"{name}_rank", None)
-                    detail.setdefault(f"{name}_score", None)
-                    detail.setdefault(f"{name}_contribution", 0.0)
+                for (leg, _), (leg_weight, _) in zip(legs, contribute, strict=True):
+                    # a leg that missed it contributes 0
+                    detail.setdefault(f"{leg.name}_rank", None)
+                    detail.setdefault(f"{leg.name}_score", None)
+                    detail.setdefault(f"{leg.name}_weight", leg_weight)
+                    detail.setdefault(f"{leg.name}_contribution", 0.0)
             hits.append(SearchHit(items[item_id], why["fused_score"], detail))
         return hits
+
+
+_Contributions = list[tuple[float, list[float]]]
+"""Per leg: the weight it had, and what each of its candidates (in rank order) adds."""
+
+
+def _confidence_fusion(
+    legs: tuple[tuple[_Leg, float], ...], settings: SearchSettings
+) -> _Contributions:
+    calibrated = [[min(max(score, 0.0), 1.0) for _, score in leg.ranked] for leg, _ in legs]
+    confidences = [
+        weight * _confidence(scores) for (_, weight), scores in zip(legs, calibrated, strict=True)
+    ]
+    total = sum(confidences)
+    if total <= 0:  # no leg singles anything out: the legs count by their weights alone
+        confidences = [
+            weight if scores else 0.0 for (_, weight), scores in zip(legs, calibrated, strict=True)
+        ]
+        total = sum(confidences) or 1.0
+    shares = [confidence / total for confidence in confidences]
+    return [
+        (share, [share * score for score in scores])
+        for share, scores in zip(shares, calibrated, strict=True)
+    ]
+
+
+def _confidence(scores: list[float]) -> float:
+    """How sharply a leg's best candidate stands out: ``((s₁ - s₁₀) / s₁)²`` (0 when its best
+    scores 0 or it has one candidate)."""
+    if not scores or scores[0] <= 0:
+        return 0.0
+    gap = (scores[0] - scores[min(_CONFIDENCE_DEPTH, len(scores)) - 1]) / scores[0]
+    return gap * gap
+
+
+def _rrf_fusion(legs: tuple[tuple[_Leg, float], ...], settings: SearchSettings) -> _Contributions:
+    return [
+        (weight, [weight / (settings.rrf_k + rank) for rank in range(1, len(leg.ranked) + 1)])
+        for leg, weight in legs
+    ]
+
+
+def _weighted_fusion(
+    legs: tuple[tuple[_Leg, float], ...], settings: SearchSettings
+) -> _Contributions:
+    out = []
+    for leg, weight in legs:
+        normalise = _min_max([score for _, score in leg.ranked])
+        out.append((weight, [weight * normalise(score) for _, score in leg.ranked]))
+    return out
+
+
+_FUSE = {"confidence": _confidence_fusion, "rrf": _rrf_fusion, "weighted": _weighted_fusion}
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:

@@ -45,6 +45,18 @@ async def test_keyword_search_has_or_semantics_and_ranks_better_matches_first(
     assert scores == sorted(scores, reverse=True)
 
 
+async def test_keyword_scores_are_in_the_unit_interval(memory: MemoryHarness) -> None:
+    await memory.write(
+        {"content": "zebra zebra zebra crossing at night"},
+        {"content": "a zebra"},
+        *({"content": f"crossing number {n} on the road"} for n in range(30)),
+    )
+    hits = (await memory.ok("MEMORY.SEARCH", {"query": "zebra crossing", "limit": 40})).hits
+    assert len(hits) == 32
+    assert all(0 < hit.score < 1 for hit in hits)
+    assert hits[0].memory.content == "zebra zebra zebra crossing at night"
+
+
 async def test_stemming_finds_other_word_forms(memory: MemoryHarness) -> None:
     await memory.write({"content": "three records were stored"})
     hits = (await memory.ok("MEMORY.SEARCH", {"query": "record"})).hits

@@ -271,7 +271,8 @@ class PostgresMemoryStore(
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Keyword search: ``ts_rank_cd`` of the query's words OR-ed, planned by document
-        frequency (see ``search``); filters before the limit; higher scores are better."""
+        frequency (see ``search``); filters before the limit. Scores are in [0, 1], higher is
+        better: ``rank / (rank + 1)``, PostgreSQL's own normalisation of a rank (option 32)."""
         words, explain = keyword_request(input, "the PostgreSQL store")
         if not words:
             return []
@@ -279,7 +280,9 @@ class PostgresMemoryStore(
             hits = await keyword_search(
                 connection, self._planner, self._s, words, input.filter, input.limit or 10
             )
-        return explained([SearchHit(row_to_item(row), score) for row, score in hits], explain)
+        return explained(
+            [SearchHit(row_to_item(row), score / (score + 1)) for row, score in hits], explain
+        )
 
     # ----------------------------------------------------------------- writes
 

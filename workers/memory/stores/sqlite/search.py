@@ -32,6 +32,7 @@ from time import monotonic
 from typing import Any
 
 from workers.memory.contracts import MemoryFilter
+from workers.memory.search.keyword import calibrated, idf
 from workers.memory.stores.sqlite.sql import COLUMNS, match_expression, where_clause
 
 __all__ = ("DEFAULT_BUDGET", "KeywordPlanner", "keyword_search", "prepare_connection")
@@ -73,6 +74,7 @@ class KeywordPlanner:
         self.connection = connection
         self._terms: dict[str, tuple[str, ...]] = {}
         self._frequency: dict[str, tuple[int, float]] = {}
+        self._documents: tuple[int, float] | None = None
 
     def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """The index terms (stemmed by FTS5 itself) of each word."""
@@ -119,6 +121,24 @@ class KeywordPlanner:
             fresh.update(counts)
         return fresh
 
+    def documents(self) -> int:
+        """Records in the index (cached like the frequencies: BM25's ``N``)."""
+        now = monotonic()
+        if self._documents is None or now - self._documents[1] >= _FREQUENCY_TTL:
+            (count,) = self.connection.execute("SELECT count(*) FROM memories").fetchone()
+            self._documents = (int(count), now)
+        return self._documents[0]
+
+    def ideal(self, words: Sequence[str]) -> float:
+        """The sum of the words' IDFs (see ``search.keyword.calibrated``); a word whose terms
+        are not in the index has the highest IDF there is."""
+        terms_of = self.terms(words)
+        frequency = self.frequencies({term for terms in terms_of for term in terms})
+        total = self.documents()
+        return sum(
+            idf(total, min(frequency[term] for term in terms)) for terms in terms_of if terms
+        )
+
     def postings(self, words: Sequence[str]) -> int:
         """Estimated postings an OR of ``words`` reads (from the cached frequencies)."""
         terms_of = self.terms(words)
@@ -154,7 +174,8 @@ def keyword_search(
     limit: int,
     budget: int,
 ) -> list[tuple[tuple[Any, ...], float]]:
-    """Ranked ``(row, score)`` pairs (rows in ``COLUMNS`` order; higher score is better)."""
+    """Ranked ``(row, score)`` pairs: rows in ``COLUMNS`` order, scores BM25 on the calibrated
+    scale (``search.keyword.calibrated``), higher is better."""
     kept, dropped = planner.plan(words, budget)
     if not kept:
         return []
@@ -199,7 +220,8 @@ def keyword_search(
         ).fetchall()
         filler.sort(key=lambda row: (-row[-1], row[0]))
         hits.extend((row[:-1], float(row[-1])) for row in filler)
-    return hits
+    ideal = planner.ideal(words)
+    return [(row, calibrated(score, ideal)) for row, score in hits]
 
 
 def _rank_then_join(

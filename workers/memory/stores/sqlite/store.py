@@ -209,7 +209,8 @@ class SqliteMemoryStore(
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Keyword search (strategy ``None`` or ``"keyword"``): planned FTS5 BM25, OR semantics,
-        filters before the limit, any text safe. Scores are ``-bm25``: higher is better."""
+        filters before the limit, any text safe. Scores are BM25 on the calibrated scale
+        (``search.keyword.calibrated``): in [0, 1], higher is better."""
         words, explain = keyword_request(input, "the SQLite store")
         if not words:
             return []
