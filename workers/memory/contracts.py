@@ -287,7 +287,13 @@ class UpdateOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class DeleteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
-    ids: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)]
+    ids: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)] = msgspec.field(default_factory=list)
+    keys: Annotated[list[NonEmpty], Meta(max_length=MAX_BATCH)] = msgspec.field(
+        default_factory=list
+    )
+    """Records to delete by key, in ``namespace`` (a key no record visible to the caller holds
+    is skipped, as an unknown id is)."""
+    namespace: Name = DEFAULT_NAMESPACE
 
 
 class DeleteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -274,6 +274,8 @@ class _MemoryNodes:
         self._start_hygiene()
         check_input(request)
         ids = list(dict.fromkeys(request.ids))
+        if request.keys:
+            ids = list(dict.fromkeys([*ids, *await self._ids_of(ctx, request)]))
         if not ids:
             return DeleteOutput([])
         await self.access.screen_deletes(ctx, ids)
@@ -288,6 +290,22 @@ class _MemoryNodes:
             raise off_contract("DELETE must return unique ids from the request")
         await self.access.record(ctx, deleted)
         return DeleteOutput(deleted)
+
+    async def _ids_of(self, ctx: NodeContext, request: DeleteInput) -> list[str]:
+        """The ids of the records holding ``request.keys`` in its namespace that the caller may
+        see: forgetting by key never reveals that someone else's record holds the key."""
+        keys = list(dict.fromkeys(request.keys))
+        found = check_items(
+            await self.store.get([], keys, request.namespace), "GET output", unique=False
+        )
+        principal = self.access.principal(ctx)
+        return [
+            item.id
+            for item in found
+            if item.namespace == request.namespace
+            and item.key in keys
+            and self.access.may_see(item, principal)
+        ]
 
 
 def create_memory_worker(

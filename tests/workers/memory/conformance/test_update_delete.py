@@ -93,3 +93,37 @@ async def test_delete_returns_what_it_really_deleted(memory: MemoryHarness) -> N
     assert (await memory.ok("MEMORY.SEARCH", {"query": "espresso"})).hits == []
     (again,) = await memory.write({"key": "a", "content": "new"})  # the key is free again
     assert again.id != a.id
+
+
+async def test_delete_by_key_in_a_namespace(memory: MemoryHarness) -> None:
+    a, b, _ = await memory.write(
+        {"key": "tz", "content": "UTC+8"},
+        {"key": "tz", "namespace": "other", "content": "UTC-5"},
+        {"key": "lang", "content": "en"},
+    )
+    output = await memory.ok("MEMORY.DELETE", {"keys": ["tz", "missing", "tz"]})
+    assert output.deleted == [a.id]
+    assert (await memory.ok("MEMORY.DELETE", {"keys": ["tz"]})).deleted == []  # already gone
+    other = await memory.ok("MEMORY.DELETE", {"keys": ["tz"], "namespace": "other"})
+    assert other.deleted == [b.id]
+    assert [item.key for item in await memory.all_records()] == ["lang"]
+
+
+async def test_delete_by_key_never_reaches_a_record_the_caller_cannot_see(
+    memory: MemoryHarness,
+) -> None:
+    from ditto import create_ditto
+    from workers.memory import AccessPolicy, create_memory_worker
+
+    worker = create_memory_worker(memory.store, access=AccessPolicy(mode="enforce"))
+    async with create_ditto(workers=[worker]) as runtime:
+        written = await runtime.invoke(
+            "MEMORY.WRITE",
+            {"memories": [{"key": "diary", "content": "secret", "visibility": "private"}]},
+            principal="alice",
+        )
+        (diary,) = written.unwrap().items
+        by_bob = await runtime.invoke("MEMORY.DELETE", {"keys": ["diary"]}, principal="bob")
+        assert by_bob.unwrap().deleted == []  # as if no record held the key
+        by_alice = await runtime.invoke("MEMORY.DELETE", {"keys": ["diary"]}, principal="alice")
+        assert by_alice.unwrap().deleted == [diary.id]

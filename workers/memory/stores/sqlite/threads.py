@@ -251,18 +251,31 @@ class SqliteThreads:
         connection = self._writer_connection()
         with self._usage_lock:
             usage, self._pending_usage = self._pending_usage, {}
-        committed = False
-        while group and not committed:
-            group, committed = self._attempt(connection, group, usage)
-        if not committed:
-            self._keep_usage(usage)  # not stored: keep the counters for next time
+        committed = careful = False
+        try:
+            while group and not committed:
+                group, committed, careful = self._attempt(connection, group, usage, careful)
+        except BaseException as exc:  # a bug, never a hang: every caller still gets an answer
+            _rollback(connection)
+            for request in group:
+                request.fail(exc)
+            raise
+        finally:
+            if not committed:
+                self._keep_usage(usage)  # not stored: keep the counters for next time
 
     def _attempt(
-        self, connection: sqlite3.Connection, group: list[_Write], usage: _Usage
-    ) -> tuple[list[_Write], bool]:
+        self, connection: sqlite3.Connection, group: list[_Write], usage: _Usage, careful: bool
+    ) -> tuple[list[_Write], bool, bool]:
         """One transaction for ``group``. Returns the writes to run again in a new one (when a
-        failure ended this transaction, or a caller gave up after its part ran) and whether
-        this one committed."""
+        failure ended this transaction, or a caller gave up after its part ran), whether this
+        one committed, and whether the next attempt must be careful.
+
+        Writes of a group first run side by side with no savepoint: a savepoint copies every
+        page a write changes before changing it, and writes rarely fail. When one does, the
+        transaction is rolled back and the group runs again carefully, each write in its own
+        savepoint, so the failure is that write's alone. A write alone in its transaction
+        needs no savepoint either way."""
         try:
             begin_immediate(
                 connection,
@@ -278,18 +291,20 @@ class SqliteThreads:
             _rollback(connection)
             for request in group:
                 request.fail(exc)
-            return [], False
+            return [], False, careful
         done: list[tuple[_Write, Any]] = []
-        # A savepoint lets one write fail without the others, at the price of copying every
-        # page it changes first: a write alone in its transaction needs none (its failure
-        # rolls the whole transaction back).
         alone = len(group) == 1
         for position, request in enumerate(group):
-            outcome = _run_in_savepoint(connection, request, savepoint=not alone)
+            if not alone and not careful:
+                outcome = _run_optimistically(connection, request)
+                if outcome is _RUN_CAREFULLY:
+                    return [*(ran for ran, _ in done), *group[position:]], False, True
+            else:
+                outcome = _run_in_savepoint(connection, request, savepoint=not alone)
             if outcome is _TRANSACTION_LOST:
                 # The failure ended the whole transaction (an interrupt, a full disk): that
                 # write has its answer; the others run again in a new transaction.
-                return [*(ran for ran, _ in done), *group[position + 1 :]], False
+                return [*(ran for ran, _ in done), *group[position + 1 :]], False, careful
             if outcome is not _FAILED:
                 done.append((request, outcome))
         refused = [request for request, _ in done if not request.job.may_commit()]
@@ -302,14 +317,14 @@ class SqliteThreads:
             for request in refused:
                 request.fail(Aborted())
             if refused and isinstance(exc, Aborted):
-                return [request for request, _ in done if request not in refused], False
+                return [request for request, _ in done if request not in refused], False, careful
             for request, _ in done:
                 request.fail(exc)
-            return [], False
+            return [], False, careful
         for request, result in done:
             request.job.finish()
             request.future.set_result(result)
-        return [], True
+        return [], True, careful
 
     # ----------------------------------------------------------------- usage
 
@@ -377,6 +392,7 @@ class _Write:
 
 _FAILED = object()
 _TRANSACTION_LOST = object()
+_RUN_CAREFULLY = object()
 
 
 def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepoint: bool) -> Any:
@@ -404,6 +420,26 @@ def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepo
     request.job.ran()
     if savepoint:
         connection.execute("RELEASE ditto_write")
+    return result
+
+
+def _run_optimistically(connection: sqlite3.Connection, request: _Write) -> Any:
+    """Run one write of a group with no savepoint: its result, ``_FAILED`` (its caller gave
+    up, so it is not run), or ``_RUN_CAREFULLY`` (it failed: the transaction is rolled back,
+    and the group must run again, each write in a savepoint; the failure is not yet its
+    answer, since a write of the group before it may have caused it)."""
+    try:
+        request.job.start(connection)
+    except Aborted as exc:
+        request.fail(exc)
+        return _FAILED
+    try:
+        result = request.function(connection, *request.args)
+    except BaseException:
+        request.job.ran()
+        _rollback(connection)
+        return _RUN_CAREFULLY
+    request.job.ran()
     return result
 
 
