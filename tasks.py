@@ -122,7 +122,11 @@ def test(args: Sequence[str]) -> None:
 
 def bench(args: Sequence[str]) -> None:
     ensure_env(BENCH_EXTRAS)
-    names = args or sorted(path.stem for path in (ROOT / "bench").glob("*.py"))
+    names = args or sorted(
+        path.stem
+        for path in (ROOT / "bench").glob("*.py")
+        if '__name__ == "__main__"' in path.read_text(encoding="utf-8")  # not helper modules
+    )
     for name in names:
         _say(f"bench/{name}.py")
         _run(PYTHON, ROOT / "bench" / f"{name}.py")

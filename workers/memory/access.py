@@ -94,6 +94,8 @@ class AccessControl:
         self.clock = clock
         self.checks = policy.mode != "off"
         self.enforcing = policy.mode == "enforce"
+        self.silent = not self.checks and self.log is None
+        """Neither checks nor audits: reads pass through untouched (callers may skip them)."""
 
     def principal(self, ctx: NodeContext) -> str | None:
         """The caller.

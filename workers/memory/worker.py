@@ -137,16 +137,22 @@ class _MemoryNodes:
             unique=False,
         )
         by_id = {item.id: item for item in found}
-        by_key = {
-            item.key: item
-            for item in found
-            if item.key is not None and item.namespace == request.namespace
-        }
+        chosen = [by_id.get(item_id) for item_id in ids]
+        if keys:
+            by_key = {
+                item.key: item
+                for item in found
+                if item.key is not None and item.namespace == request.namespace
+            }
+            chosen += [by_key.get(key) for key in keys]
         ordered: dict[str, MemoryItem] = {}
-        for item in [by_id.get(item_id) for item_id in ids] + [by_key.get(key) for key in keys]:
+        for item in chosen:
             if item is not None and (request.include_archived or item.archived_at is None):
                 ordered.setdefault(item.id, item)
-        return GetOutput(await self.access.reads(ctx, list(ordered.values()), principal))
+        items = list(ordered.values())
+        if not self.access.silent:
+            items = await self.access.reads(ctx, items, principal)
+        return GetOutput(items)
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
         self._start_hygiene()
