@@ -5,6 +5,7 @@ every outcome back as a :class:`NodeResult`.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from ditto.config import Settings, load_config
 from ditto.contracts import NodeContract, NodeResult, NodeStatus
@@ -38,12 +39,26 @@ from ditto.runtime import (
     define_worker,
 )
 
+if TYPE_CHECKING:
+    from ditto.memory import AsyncMemory, Memory
+
+
+def __getattr__(name: str) -> object:
+    # Memory pulls in the MEMORY worker and its store: imported when first used.
+    if name in ("Memory", "AsyncMemory"):
+        from ditto import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module 'ditto' has no attribute {name!r}")
+
+
 try:
     __version__ = version("ditto-runtime")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
 __all__ = (
+    "AsyncMemory",
     "ConfigError",
     "Ditto",
     "DittoError",
@@ -54,6 +69,7 @@ __all__ = (
     "GraphError",
     "GraphRunError",
     "InvalidInputError",
+    "Memory",
     "NoWorkerAvailableError",
     "NodeContext",
     "NodeContract",
