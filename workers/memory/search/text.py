@@ -35,10 +35,9 @@ def words(text: str) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    """Distinct words of a query, stop words dropped (unless nothing else is left)."""
-    unique = list(dict.fromkeys(words(text)))
-    content = [word for word in unique if word not in STOPWORDS]
-    return content or unique
+    """Distinct words of a query, stop words dropped. A query of stop words only ("what is
+    it?") has no words: it matches nothing, rather than whatever records hold "is"."""
+    return [word for word in dict.fromkeys(words(text)) if word not in STOPWORDS]
 
 
 def light_stem(word: str) -> str:

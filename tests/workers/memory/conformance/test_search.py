@@ -57,6 +57,11 @@ async def test_keyword_scores_are_in_the_unit_interval(memory: MemoryHarness) ->
     assert hits[0].memory.content == "zebra zebra zebra crossing at night"
 
 
+async def test_a_query_of_stop_words_only_matches_nothing(memory: MemoryHarness) -> None:
+    await memory.write({"content": "what is it that we do here?"}, {"content": "tea is fine"})
+    assert (await memory.ok("MEMORY.SEARCH", {"query": "What is it?"})).hits == []
+
+
 async def test_stemming_finds_other_word_forms(memory: MemoryHarness) -> None:
     await memory.write({"content": "three records were stored"})
     hits = (await memory.ok("MEMORY.SEARCH", {"query": "record"})).hits
