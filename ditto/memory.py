@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import importlib
 import os
 import threading
+import weakref
 from collections.abc import Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -248,7 +250,16 @@ class Memory:
             target=self._loop.run_forever, name="ditto-memory", daemon=True
         )
         self._thread.start()
-        self._closed = False
+        # Closes the store even if the program never calls close(): on garbage collection or
+        # at interpreter exit (pending usage counters are written, the file is left tidy).
+        self._finalizer = weakref.finalize(self, _shutdown, self._async, self._loop, self._thread)
+        # At exit, concurrent.futures stops accepting work before atexit handlers (and so weakref
+        # finalizers) run, and the store needs its threads to close. Its own hook is threading's
+        # private "before exit" list; registered later, ours runs before it.
+        importlib.import_module("concurrent.futures.thread")  # its hook first, so ours runs before
+        before_exit = getattr(threading, "_register_atexit", None)
+        if before_exit is not None:
+            before_exit(self._finalizer)
 
     def __enter__(self) -> Memory:
         return self
@@ -283,18 +294,21 @@ class Memory:
 
     def close(self) -> None:
         """Close the store and stop the background loop (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            asyncio.run_coroutine_threadsafe(self._async.close(), self._loop).result()
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+        self._finalizer()
 
     def _run(self, call: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
+        if not self._finalizer.alive:
             call.close()
             raise InvalidInputError("this Memory is closed")
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+
+def _shutdown(
+    memory: AsyncMemory, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+) -> None:
+    try:
+        asyncio.run_coroutine_threadsafe(memory.close(), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()

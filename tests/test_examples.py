@@ -78,9 +78,27 @@ def test_quickstart_shows_fan_out_failure_and_timeout(tmp_path: Path) -> None:
     assert "missing: Atlantis (failed), Slowtown (timeout)" in completed.stdout
 
 
-def test_the_readme_tour_runs(tmp_path: Path) -> None:
+def _readme_block(after: str) -> str:
+    """The first Python block of the README after the heading ``after``."""
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    tour = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    return readme.split(after, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_memory_hello_world_runs_verbatim(tmp_path: Path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text(_readme_block("## Memory in three lines"), encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "I prefer 4-space indentation\n"
+    assert completed.stderr == ""  # closed cleanly at exit, though the script never closes it
+    assert (tmp_path / "memory.sqlite").exists()
+    assert not (tmp_path / "memory.sqlite-wal").exists()
+
+
+def test_the_readme_tour_runs(tmp_path: Path) -> None:
+    tour = _readme_block("## A short tour")
     script = tmp_path / "tour.py"
     script.write_text(tour, encoding="utf-8")
     completed = subprocess.run(
@@ -111,3 +129,21 @@ def test_every_readme_yaml_example_is_valid_configuration(tmp_path: Path) -> Non
     assert retention[0].audit_days == 90
     embedders = [build_embedder(settings) for settings in loaded]
     assert any(embedder is not None and embedder.dimension == 384 for embedder in embedders)
+
+
+def test_agent_memory_stores_recalls_searches_history_and_forgets() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / "agent_memory.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert '{"stored": "code_style", "category": "core", "version": 1}' in out
+    assert "- [core] code_style: prefers tabs over spaces for indentation" in out  # recall block
+    assert "-> search_history(" in out
+    assert '{"forgotten": true, "key": "code_style"}' in out
+    last_turn = out.rsplit("user: How should I indent my code?", 1)[1]
+    assert "code_style" not in last_turn  # forgotten: neither recalled nor found

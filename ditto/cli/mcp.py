@@ -12,6 +12,7 @@ from ditto.cli.output import errors, settings_or_exit
 
 mcp_app = typer.Typer(help="Serve the memory tools to MCP clients.", no_args_is_help=True)
 
+
 @mcp_app.command("serve")
 def serve(
     config: ConfigOption = None,

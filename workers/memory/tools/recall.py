@@ -47,12 +47,15 @@ async def recall_block(
     namespace: str = "default",
     session_id: str | None = None,
     principal: str | None = None,
+    include_conversation: bool = False,
 ) -> str:
     """The memories relevant to ``query``, rendered for a system prompt ("" when none).
 
     One ``MEMORY.SEARCH`` through ``runtime`` (access control, audit and usage apply); hits
-    below ``min_relevance`` are left out (PRX's 0.4). The block never exceeds
-    ``max_total_bytes`` and no entry exceeds ``max_item_bytes`` (UTF-8).
+    below ``min_relevance`` are left out (PRX's 0.4), and so are saved conversation turns
+    unless ``include_conversation`` (as PRX skips its auto-saved turns: the conversation is
+    in the prompt already). The block never exceeds ``max_total_bytes`` and no entry exceeds
+    ``max_item_bytes`` (UTF-8).
 
     Raises:
         ValueError: A cap or count below 1.
@@ -67,7 +70,8 @@ async def recall_block(
             raise ValueError(f"{name} must be at least 1")
     request: dict[str, Any] = {
         "query": query,
-        "limit": max_items,
+        # Turns are dropped after the search: ask for enough to fill the block without them.
+        "limit": max_items if include_conversation else max_items * 3,
         "filter": {"namespace": namespace},
     }
     if session_id is not None:
@@ -75,6 +79,9 @@ async def recall_block(
     if min_relevance is not None:
         request["options"] = {"min_score": min_relevance}
     hits = (await runtime.invoke("MEMORY.SEARCH", request, principal=principal)).unwrap().hits
+    if not include_conversation:
+        hits = [hit for hit in hits if hit.memory.category != CONVERSATION]
+    hits = hits[:max_items]
     lines = [HEADING]
     used = len(HEADING.encode("utf-8"))
     for hit in hits:
