@@ -166,15 +166,7 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PRX
 
     async def _memory_store(self, arguments: StoreArguments) -> Result:
-        draft: dict[str, Any] = {
-            "key": arguments.key,
-            "content": arguments.value,
-            "category": arguments.category,
-            "namespace": self.namespace,
-            "source": "tool",
-        }
-        if self.session_id is not None:
-            draft["metadata"] = {"session_id": self.session_id}
+        draft = self._draft(key=arguments.key, content=arguments.value, category=arguments.category)
         output = await self._run("MEMORY.WRITE", {"memories": [draft], "mode": "upsert"})
         if isinstance(output, dict):
             return output
@@ -217,15 +209,9 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PAR
 
     async def _remember_memory(self, arguments: RememberArguments) -> Result:
-        draft: dict[str, Any] = {
-            "content": arguments.content,
-            "summary": arguments.summary,
-            "tags": arguments.categories,
-            "namespace": self.namespace,
-            "source": "tool",
-        }
-        if self.session_id is not None:
-            draft["metadata"] = {"session_id": self.session_id}
+        draft = self._draft(
+            content=arguments.content, summary=arguments.summary, tags=arguments.categories
+        )
         output = await self._run("MEMORY.WRITE", {"memories": [draft]})
         if isinstance(output, dict):
             return output
@@ -240,6 +226,13 @@ class MemoryToolkit:
     async def _search_history(self, arguments: HistoryArguments) -> Result:
         narrowed = {"category": CONVERSATION, **self._session()}
         return await self._search(arguments.query, arguments.limit, narrowed, strategy="keyword")
+
+    def _draft(self, **fields: Any) -> dict[str, Any]:
+        """A record a tool writes: in the toolkit's namespace, from a tool, in its session."""
+        draft = {**fields, "namespace": self.namespace, "source": "tool"}
+        if self.session_id is not None:
+            draft["metadata"] = {"session_id": self.session_id}
+        return draft
 
     def _session(self) -> dict[str, Any]:
         if self.session_id is None:

@@ -395,14 +395,21 @@ _TRANSACTION_LOST = object()
 _RUN_CAREFULLY = object()
 
 
-def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepoint: bool) -> Any:
-    """Run one write inside its own savepoint: its result, or ``_FAILED`` (its changes undone,
-    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction, as it
-    always does without a savepoint)."""
+def _started(connection: sqlite3.Connection, request: _Write) -> bool:
+    """Start the request's job; a caller who gave up meanwhile is told, and it is skipped."""
     try:
         request.job.start(connection)
     except Aborted as exc:
         request.fail(exc)
+        return False
+    return True
+
+
+def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepoint: bool) -> Any:
+    """Run one write inside its own savepoint: its result, or ``_FAILED`` (its changes undone,
+    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction, as it
+    always does without a savepoint)."""
+    if not _started(connection, request):
         return _FAILED
     try:
         if savepoint:
@@ -428,10 +435,7 @@ def _run_optimistically(connection: sqlite3.Connection, request: _Write) -> Any:
     up, so it is not run), or ``_RUN_CAREFULLY`` (it failed: the transaction is rolled back,
     and the group must run again, each write in a savepoint; the failure is not yet its
     answer, since a write of the group before it may have caused it)."""
-    try:
-        request.job.start(connection)
-    except Aborted as exc:
-        request.fail(exc)
+    if not _started(connection, request):
         return _FAILED
     try:
         result = request.function(connection, *request.args)
