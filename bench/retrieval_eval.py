@@ -13,7 +13,8 @@ linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are avera
 ``hybrid`` is the default strategy with an embedder (its default fusion); ``hybrid rrf`` and
 ``hybrid weighted`` are the other fusions for comparison. The run ends by checking that hybrid
 scores at least the better leg (recall@5 and nDCG@10) on every dataset, and with
-``--markdown`` prints the README's table (``--update-readme`` writes it there).
+``--markdown`` prints the README's table (``--update-readme`` writes it there). With
+``--postgres URL`` the keyword strategy also runs on a PostgreSQL store of the same documents.
 
     python3 tasks.py bench retrieval_eval                       # both datasets, MiniLM
     .venv/bin/python bench/retrieval_eval.py --data sample --embedder hashing
@@ -29,6 +30,7 @@ import math
 import re
 import statistics
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +39,7 @@ from typing import Any
 
 from datasets import Dataset, cache_dir, load
 
-from ditto import create_ditto
+from ditto import Ditto, create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder
 from workers.memory.embeddings.minilm import installed_model_dir
@@ -125,35 +127,68 @@ async def index(data: Dataset, embedder: Embedder) -> Path:
 
 async def evaluate(data: Dataset, embedder: Embedder) -> dict[str, Scores]:
     path = await index(data, embedder)
-    queries = [query for query in data.queries if query.id in data.judgements]
-    results: dict[str, Scores] = {}
     async with SqliteMemoryStore(path) as store:
         worker = create_memory_worker(store, embedder=embedder, track_usage=False)
         async with create_ditto(workers=[worker], config=None) as runtime:
-            for name, strategy, options in STRATEGIES:
-                recalls: dict[int, list[float]] = {k: [] for k in CUTOFFS}
-                quality, timings = [], []
-                for query in queries:
-                    request = {
-                        "query": query.text,
-                        "strategy": strategy,
-                        "limit": max(CUTOFFS),
-                        "options": options,
-                        "filter": {"namespace": query.namespace},
-                    }
-                    began = perf_counter()
-                    result = await runtime.invoke("MEMORY.SEARCH", request)
-                    timings.append((perf_counter() - began) * 1000)
-                    ranked = [hit.memory.key for hit in result.unwrap().hits]
-                    relevant = data.judgements[query.id]
-                    for k in CUTOFFS:
-                        recalls[k].append(recall(ranked, relevant, k))
-                    quality.append(ndcg(ranked, relevant))
-                results[name] = Scores(
-                    {k: statistics.fmean(values) for k, values in recalls.items()},
-                    statistics.fmean(quality),
-                    statistics.median(timings),
-                )
+            return await score(runtime, data, STRATEGIES)
+
+
+async def evaluate_postgres(data: Dataset, url: str) -> dict[str, Scores]:
+    """The keyword strategy on a PostgreSQL store (a private schema, dropped afterwards)."""
+    import asyncpg
+
+    from workers.memory.stores.postgres import PostgresMemoryStore
+
+    schema = f"ditto_eval_{uuid.uuid4().hex[:12]}"
+    try:
+        async with PostgresMemoryStore.from_url(url, schema=schema) as store:
+            worker = create_memory_worker(store, track_usage=False)
+            async with create_ditto(workers=[worker], config=None) as runtime:
+                for start in range(0, len(data.documents), BATCH):
+                    drafts = [
+                        {"namespace": doc.namespace, "key": doc.key, "content": doc.text}
+                        for doc in data.documents[start : start + BATCH]
+                    ]
+                    (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
+                return await score(runtime, data, STRATEGIES[:1])
+    finally:
+        connection = await asyncpg.connect(url)
+        try:
+            await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await connection.close()
+
+
+async def score(
+    runtime: Ditto, data: Dataset, strategies: Sequence[tuple[str, str, dict[str, Any]]]
+) -> dict[str, Scores]:
+    """Every judged query through MEMORY.SEARCH with each strategy."""
+    queries = [query for query in data.queries if query.id in data.judgements]
+    results: dict[str, Scores] = {}
+    for name, strategy, options in strategies:
+        recalls: dict[int, list[float]] = {k: [] for k in CUTOFFS}
+        quality, timings = [], []
+        for query in queries:
+            request = {
+                "query": query.text,
+                "strategy": strategy,
+                "limit": max(CUTOFFS),
+                "options": options,
+                "filter": {"namespace": query.namespace},
+            }
+            began = perf_counter()
+            result = await runtime.invoke("MEMORY.SEARCH", request)
+            timings.append((perf_counter() - began) * 1000)
+            ranked = [hit.memory.key for hit in result.unwrap().hits]
+            relevant = data.judgements[query.id]
+            for k in CUTOFFS:
+                recalls[k].append(recall(ranked, relevant, k))
+            quality.append(ndcg(ranked, relevant))
+        results[name] = Scores(
+            {k: statistics.fmean(values) for k, values in recalls.items()},
+            statistics.fmean(quality),
+            statistics.median(timings),
+        )
     return results
 
 
@@ -218,6 +253,11 @@ def main() -> None:
         default="minilm" if installed_model_dir() is not None else "hashing",
         help="minilm (default when installed) or hashing",
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="also run the keyword strategy on a PostgreSQL store (a private schema, dropped)",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the README table")
     parser.add_argument("--update-readme", action="store_true", help="write it into README.md")
     arguments = parser.parse_args()
@@ -228,6 +268,9 @@ def main() -> None:
         results = asyncio.run(evaluate(data, embedder))
         print_table(data, results)
         runs.append((data, results))
+        if arguments.postgres:
+            on_postgres = asyncio.run(evaluate_postgres(data, arguments.postgres))
+            print_table(data, {"keyword (PG)": on_postgres["keyword"]})
     misses = [miss for data, results in runs for miss in hybrid_verdicts(data, results)]
     print()
     print(
