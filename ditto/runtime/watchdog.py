@@ -69,6 +69,8 @@ class LoopWatchdog:
             self._timer.cancel()
             self._timer = None
         self._thread = None
+        # The thread may take a moment to notice; it must not keep a finished loop alive.
+        self._loop = None
 
     def _on_beat(self) -> None:
         now = monotonic()

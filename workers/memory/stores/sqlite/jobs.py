@@ -38,6 +38,7 @@ caller gave up."""
 
 _PENDING, _RUNNING, _RAN, _COMMITTING, _ABORTED, _DONE = range(6)
 _BUSY = 5  # SQLITE_BUSY
+_INTERRUPT = 9  # SQLITE_INTERRUPT
 
 
 class Aborted(Exception):
@@ -126,8 +127,12 @@ def begin_immediate(
             connection.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
-            busy = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _BUSY
-            if not busy or monotonic() >= give_up:
+            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            if code == _INTERRUPT and not gave_up() and monotonic() < give_up:
+                # An interrupt meant for an earlier job that had just finished: SQLite keeps
+                # the flag until no statement of the connection is active. Not this one's.
+                continue
+            if code != _BUSY or monotonic() >= give_up:
                 raise
             if gave_up():
                 raise Aborted() from exc
