@@ -76,6 +76,10 @@ if TYPE_CHECKING:
 
 __all__ = ("SqliteMemoryStore",)
 
+_QUICK_VECTOR_FLOATS = 1 << 22
+"""An up-to-date vector index of at most this many floats (10,000 x 384 fits) is searched on
+the calling thread: one matrix-vector product of ~0.3 ms, less than two thread switches cost."""
+
 _POINT_READ = 32
 """A GET of at most this many ids and keys reads on the calling thread (``read_here``)."""
 
@@ -261,13 +265,26 @@ class SqliteMemoryStore(
     async def vector_search(
         self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
     ) -> list[tuple[MemoryItem, float]]:
+        index = self._index
+        if index.model == model and len(index) * model.dimension <= _QUICK_VECTOR_FLOATS:
+            # A small index that is up to date answers in a fraction of a millisecond: here,
+            # without the hop (which would cost half as much again), unless it needs more.
+            quick = await self._threads.read_here(
+                lambda: sqlite_vectors.search_vectors(
+                    self._threads.connection(), index, model, query, filter, limit, quick_only=True
+                )
+            )
+            if quick is not None:
+                return quick
         # On the vector thread (see VECTOR_THREAD), with that thread's own connection.
-        return await self._threads.on(
+        found = await self._threads.on(
             VECTOR_THREAD,
             lambda: sqlite_vectors.search_vectors(
-                self._threads.connection(), self._index, model, query, filter, limit
+                self._threads.connection(), index, model, query, filter, limit
             ),
         )
+        assert found is not None  # only a quick search gives up
+        return found
 
     async def begin_reindex(self, model: EmbeddingModel) -> None:
         await self._threads.write(sqlite_vectors.begin_reindex, model)

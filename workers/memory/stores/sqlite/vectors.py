@@ -194,14 +194,21 @@ def search_vectors(
     query: Matrix,
     filter: MemoryFilter,
     limit: int,
-) -> list[tuple[MemoryItem, float]]:
+    *,
+    quick_only: bool = False,
+) -> list[tuple[MemoryItem, float]] | None:
     """Bring ``index`` up to date with the file, then rank within it: candidate ids are
-    filtered in SQL (ids only), and only the ``limit`` best are read as records."""
+    filtered in SQL (ids only), and only the ``limit`` best are read as records.
+
+    ``quick_only``: do only the quick case — the index is up to date and the ``limit`` best
+    pass the filter — and return ``None`` for anything more (a refresh, a wider search)."""
     state, generation = read_state(connection)
     check_model(model, state, writing=False)
     if state.active is None:
         return []
     if index.model != state.active or generation > index.generation:
+        if quick_only:
+            return None
         connection.execute("BEGIN")  # one snapshot for the state and the rows read with it
         try:
             state, generation = read_state(connection)
@@ -230,6 +237,8 @@ def search_vectors(
     ids, scores = index.top(query, limit)
     found = records(ids)
     if len(found) < len(ids) and len(index) > len(ids):
+        if quick_only:
+            return None
         # Some were filtered out: widen the candidates (ids only), then read the best.
         best = ranked_filtered(index, query, limit, passing, lambda item_id: item_id)
         ids, scores = [item_id for item_id, _ in best], [score for _, score in best]
