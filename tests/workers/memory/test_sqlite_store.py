@@ -222,9 +222,9 @@ async def test_writes_queued_together_commit_together_each_with_its_own_outcome(
     transaction; one that fails leaves the others written, one whose caller gave up is not."""
     import threading
 
-    from workers.memory.stores.sqlite.threads import SqliteThreads
+    from workers.memory.stores.sqlite import commits
 
-    real_row, real_attempt = sqlite_module.fts_row, SqliteThreads._attempt
+    real_row, real_attempt = sqlite_module.fts_row, commits._attempt
     first_running, release = threading.Event(), threading.Event()
     groups: list[int] = []
 
@@ -236,12 +236,12 @@ async def test_writes_queued_together_commit_together_each_with_its_own_outcome(
             raise OSError("disk full")
         return real_row(item)
 
-    def counted(self, connection, group, usage, careful):  # type: ignore[no-untyped-def]
+    def counted(connection, group, usage, careful, busy_timeout_s):  # type: ignore[no-untyped-def]
         groups.append(len(group))
-        return real_attempt(self, connection, group, usage, careful)
+        return real_attempt(connection, group, usage, careful, busy_timeout_s)
 
     monkeypatch.setattr(sqlite_module, "fts_row", gated)
-    monkeypatch.setattr(SqliteThreads, "_attempt", counted)
+    monkeypatch.setattr(commits, "_attempt", counted)
     outcomes: dict[str, object] = {}
     async with SqliteMemoryStore(tmp_path / "m.sqlite") as store:
 

@@ -1,8 +1,10 @@
 """The SQLite store's threads: one writer, a few readers, each with its own connection.
 
-sqlite3 blocks, so every operation is one hop to a thread the store owns, never one per row.
-The writer runs every transaction in order (``BEGIN IMMEDIATE`` ... ``COMMIT``); WAL lets the
-readers run while it commits. Usage counters are collected in memory without waiting and
+sqlite3 blocks, so every operation is one hop to a thread the store owns, never one per row
+(a point read, bounded by a few index lookups, runs on the calling thread instead). The writer
+runs every transaction in order (``BEGIN IMMEDIATE`` ... ``COMMIT``), and the writes queued
+while it was busy in one transaction together (``commits``: group commit); WAL lets the readers
+run while it commits. Usage counters are collected in memory without waiting and
 applied by the writer — at most ``USAGE_DELAY`` seconds later, or first thing in the next
 write transaction — so a busy search path never becomes one write transaction per search.
 
@@ -18,7 +20,6 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,8 +27,9 @@ from typing import Any, TypeVar
 from ditto.runtime.deadlines import claim_outcome
 from workers.memory.errors import MemoryStoreError
 from workers.memory.records import to_micros
+from workers.memory.stores.sqlite.commits import QueuedWrite, Usage, commit_group
 from workers.memory.stores.sqlite.errors import cannot_create, sqlite_errors
-from workers.memory.stores.sqlite.jobs import LOCK_SLICE_S, Aborted, Job, begin_immediate, settle
+from workers.memory.stores.sqlite.jobs import LOCK_SLICE_S, Job, settle
 from workers.memory.stores.sqlite.schema import migrate, read_cursor_secret
 from workers.memory.stores.sqlite.search import KeywordPlanner
 from workers.memory.stores.sqlite.sql import connect
@@ -40,11 +42,6 @@ T = TypeVar("T")
 
 USAGE_DELAY = 0.05
 """Seconds pending usage counters may wait for the writer."""
-
-_APPLY_USAGE = (
-    "UPDATE memories SET usage_count = usage_count + ?, "
-    "last_used_at = max(coalesce(last_used_at, ?), ?) WHERE id = ?"
-)
 
 
 class SqliteThreads:
@@ -72,8 +69,8 @@ class SqliteThreads:
         self._closed = False
         self._cursor_secret: bytes | None = None
         self._usage_lock = threading.Lock()
-        self._pending_usage: _Usage = {}
-        self._queue: list[_Write] = []
+        self._pending_usage: Usage = {}
+        self._queue: list[QueuedWrite] = []
         self._queue_lock = threading.Lock()
         self._usage_timer: asyncio.TimerHandle | None = None
 
@@ -221,7 +218,7 @@ class SqliteThreads:
         if self._writer is None:
             await self.open()
         assert self._writer is not None
-        request = _Write(Job(), function, args, Future())
+        request = QueuedWrite(Job(), function, args, Future())
         with self._queue_lock:
             self._queue.append(request)
         self._writer.submit(self._commit_queued)
@@ -251,80 +248,12 @@ class SqliteThreads:
         connection = self._writer_connection()
         with self._usage_lock:
             usage, self._pending_usage = self._pending_usage, {}
-        committed = careful = False
+        committed = False
         try:
-            while group and not committed:
-                group, committed, careful = self._attempt(connection, group, usage, careful)
-        except BaseException as exc:  # a bug, never a hang: every caller still gets an answer
-            _rollback(connection)
-            for request in group:
-                request.fail(exc)
-            raise
+            committed = commit_group(connection, group, usage, self._busy_timeout_ms / 1000)
         finally:
             if not committed:
                 self._keep_usage(usage)  # not stored: keep the counters for next time
-
-    def _attempt(
-        self, connection: sqlite3.Connection, group: list[_Write], usage: _Usage, careful: bool
-    ) -> tuple[list[_Write], bool, bool]:
-        """One transaction for ``group``. Returns the writes to run again in a new one (when a
-        failure ended this transaction, or a caller gave up after its part ran), whether this
-        one committed, and whether the next attempt must be careful.
-
-        Writes of a group first run side by side with no savepoint: a savepoint copies every
-        page a write changes before changing it, and writes rarely fail. When one does, the
-        transaction is rolled back and the group runs again carefully, each write in its own
-        savepoint, so the failure is that write's alone. A write alone in its transaction
-        needs no savepoint either way."""
-        try:
-            begin_immediate(
-                connection,
-                lambda: all(request.job.aborted for request in group),
-                self._busy_timeout_ms / 1000,
-            )
-            if usage:
-                connection.executemany(
-                    _APPLY_USAGE,
-                    [(count, at, at, item_id) for item_id, (count, at) in usage.items()],
-                )
-        except BaseException as exc:
-            _rollback(connection)
-            for request in group:
-                request.fail(exc)
-            return [], False, careful
-        done: list[tuple[_Write, Any]] = []
-        alone = len(group) == 1
-        for position, request in enumerate(group):
-            if not alone and not careful:
-                outcome = _run_optimistically(connection, request)
-                if outcome is _RUN_CAREFULLY:
-                    return [*(ran for ran, _ in done), *group[position:]], False, True
-            else:
-                outcome = _run_in_savepoint(connection, request, savepoint=not alone)
-            if outcome is _TRANSACTION_LOST:
-                # The failure ended the whole transaction (an interrupt, a full disk): that
-                # write has its answer; the others run again in a new transaction.
-                return [*(ran for ran, _ in done), *group[position + 1 :]], False, careful
-            if outcome is not _FAILED:
-                done.append((request, outcome))
-        refused = [request for request, _ in done if not request.job.may_commit()]
-        try:
-            if refused:  # a caller gave up after its part ran: write the others without it
-                raise Aborted()
-            connection.execute("COMMIT")
-        except BaseException as exc:
-            _rollback(connection)
-            for request in refused:
-                request.fail(Aborted())
-            if refused and isinstance(exc, Aborted):
-                return [request for request, _ in done if request not in refused], False, careful
-            for request, _ in done:
-                request.fail(exc)
-            return [], False, careful
-        for request, result in done:
-            request.job.finish()
-            request.future.set_result(result)
-        return [], True, careful
 
     # ----------------------------------------------------------------- usage
 
@@ -351,7 +280,7 @@ class SqliteThreads:
     def _apply_usage_soon(self) -> None:
         self._usage_timer = None
         if self._writer is not None:
-            request = _Write(Job(), _nothing, (), Future())
+            request = QueuedWrite(Job(), _nothing, (), Future())
             request.future.add_done_callback(_log_failure)
             with self._queue_lock:
                 self._queue.append(request)
@@ -369,87 +298,6 @@ class SqliteThreads:
 def _busy(error: sqlite3.OperationalError) -> bool:
     code = getattr(error, "sqlite_errorcode", None)
     return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-_Usage = dict[str, tuple[int, int]]
-"""Pending usage counters: record id → (uses, last use in UTC microseconds)."""
-
-
-@dataclass(slots=True)
-class _Write:
-    """A queued write: the job its caller may abort, what to run, where its answer goes."""
-
-    job: Job
-    function: Callable[..., Any]
-    args: tuple[Any, ...]
-    future: Future[Any]
-
-    def fail(self, error: BaseException) -> None:
-        self.job.finish()
-        if not self.future.done():
-            self.future.set_exception(error)
-
-
-_FAILED = object()
-_TRANSACTION_LOST = object()
-_RUN_CAREFULLY = object()
-
-
-def _started(connection: sqlite3.Connection, request: _Write) -> bool:
-    """Start the request's job; a caller who gave up meanwhile is told, and it is skipped."""
-    try:
-        request.job.start(connection)
-    except Aborted as exc:
-        request.fail(exc)
-        return False
-    return True
-
-
-def _run_in_savepoint(connection: sqlite3.Connection, request: _Write, *, savepoint: bool) -> Any:
-    """Run one write inside its own savepoint: its result, or ``_FAILED`` (its changes undone,
-    its caller told), or ``_TRANSACTION_LOST`` (its failure ended the whole transaction, as it
-    always does without a savepoint)."""
-    if not _started(connection, request):
-        return _FAILED
-    try:
-        if savepoint:
-            connection.execute("SAVEPOINT ditto_write")
-        result = request.function(connection, *request.args)
-    except BaseException as exc:
-        request.job.ran()
-        request.fail(Aborted() if request.job.aborted else exc)
-        if not savepoint or not connection.in_transaction:
-            _rollback(connection)
-            return _TRANSACTION_LOST
-        connection.execute("ROLLBACK TO ditto_write")
-        connection.execute("RELEASE ditto_write")
-        return _FAILED
-    request.job.ran()
-    if savepoint:
-        connection.execute("RELEASE ditto_write")
-    return result
-
-
-def _run_optimistically(connection: sqlite3.Connection, request: _Write) -> Any:
-    """Run one write of a group with no savepoint: its result, ``_FAILED`` (its caller gave
-    up, so it is not run), or ``_RUN_CAREFULLY`` (it failed: the transaction is rolled back,
-    and the group must run again, each write in a savepoint; the failure is not yet its
-    answer, since a write of the group before it may have caused it)."""
-    if not _started(connection, request):
-        return _FAILED
-    try:
-        result = request.function(connection, *request.args)
-    except BaseException:
-        request.job.ran()
-        _rollback(connection)
-        return _RUN_CAREFULLY
-    request.job.ran()
-    return result
-
-
-def _rollback(connection: sqlite3.Connection) -> None:
-    if connection.in_transaction:
-        connection.execute("ROLLBACK")
 
 
 def _nothing(connection: sqlite3.Connection) -> None:
