@@ -96,3 +96,27 @@ async def test_the_watchdog_names_the_handler_that_blocks_the_loop(
     messages = [record.getMessage() for record in caplog.records]
     assert any("HOG.RUN" in m and "has been blocked" in m and "hog" in m for m in messages)
     assert any(m.startswith("the event loop was blocked for") for m in messages)
+
+
+def test_a_stopped_watchdog_keeps_no_finished_loop_alive() -> None:
+    """A runtime object that outlives its event loop (kept by the application) must not keep
+    the loop alive through its watchdog."""
+    import asyncio
+    import gc
+    import weakref
+
+    from ditto.runtime.watchdog import LoopWatchdog
+
+    watchdog = LoopWatchdog(60.0, dict)
+
+    async def watch() -> None:
+        watchdog.start()
+        watchdog.stop()
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(watch())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "begin_reindex",
+    "count_missing_vectors",
     "finish_reindex",
     "forget_vectors",
     "missing_vectors",

@@ -31,6 +31,7 @@ from workers.memory.vectors import (
 
 __all__ = (
     "begin_reindex",
+    "count_missing_vectors",
     "finish_reindex",
     "forget_vectors",
     "missing_vectors",
