@@ -7,7 +7,6 @@ every outcome back as a :class:`NodeResult`.
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from ditto.config import Settings, load_config
 from ditto.contracts import NodeContract, NodeResult, NodeStatus
 from ditto.errors import (
     ConfigError,
@@ -15,6 +14,7 @@ from ditto.errors import (
     ErrorCode,
     ErrorInfo,
     GraphError,
+    Interrupt,
     InvalidInputError,
     NodeFailedError,
     NoWorkerAvailableError,
@@ -29,26 +29,37 @@ from ditto.runtime import (
     Ditto,
     ExecutionScope,
     GraphRunError,
+    InterruptInfo,
+    LoopEvent,
     NodeContext,
     NodeSpec,
+    RunEnd,
     RunResult,
+    TaskDone,
     WorkerDefinition,
     WorkerHandle,
     WorkerInfo,
     create_ditto,
     define_worker,
+    loop,
 )
 
 if TYPE_CHECKING:
+    from ditto.config import Settings, load_config
     from ditto.memory import AsyncMemory, Memory
 
 
 def __getattr__(name: str) -> object:
-    # Memory pulls in the MEMORY worker and its store: imported when first used.
+    # Imported when first used: Memory pulls in the MEMORY worker and its store, the
+    # configuration pulls in pydantic and PyYAML.
     if name in ("Memory", "AsyncMemory"):
         from ditto import memory
 
         return getattr(memory, name)
+    if name in ("Settings", "load_config"):
+        from ditto import config
+
+        return getattr(config, name)
     raise AttributeError(f"module 'ditto' has no attribute {name!r}")
 
 
@@ -68,7 +79,10 @@ __all__ = (
     "Graph",
     "GraphError",
     "GraphRunError",
+    "Interrupt",
+    "InterruptInfo",
     "InvalidInputError",
+    "LoopEvent",
     "Memory",
     "NoWorkerAvailableError",
     "NodeContext",
@@ -77,10 +91,12 @@ __all__ = (
     "NodeResult",
     "NodeSpec",
     "NodeStatus",
+    "RunEnd",
     "RunResult",
     "RuntimeClosedError",
     "Settings",
     "Task",
+    "TaskDone",
     "UnknownNodeError",
     "UnknownWorkerError",
     "WorkerCleanupError",
@@ -93,4 +109,5 @@ __all__ = (
     "define_worker",
     "graph",
     "load_config",
+    "loop",
 )

@@ -28,7 +28,7 @@ from ditto.bootstrap import open_runtime
 from ditto.config import Settings
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode
-from ditto.graph.builder import Binder, Graph, graph
+from ditto.graph import Binder, Graph, graph
 from ditto.runtime.context import NodeContext
 from ditto.runtime.results import RunResult
 from ditto.runtime.worker import WorkerDefinition, define_worker

@@ -24,6 +24,7 @@ __all__ = (
     "ErrorCode",
     "ErrorInfo",
     "GraphError",
+    "Interrupt",
     "InvalidInputError",
     "NoWorkerAvailableError",
     "NodeFailedError",
@@ -72,6 +73,22 @@ class ErrorCode(StrEnum):
     INVALID_CONFIG = "INVALID_CONFIG"
     """``ditto.yaml`` or the environment holds an unknown key, a wrong type, an out-of-range value
     or a secret where none belongs."""
+    INTERRUPTED = "INTERRUPTED"
+    """A handler raised :class:`Interrupt` to wait for a person; in a graph run the run pauses,
+    checkpoints and returns ``status="interrupted"``; ``resume`` continues it."""
+    LOOP_LIMIT_REACHED = "LOOP_LIMIT_REACHED"
+    """A loop ran ``max_iterations`` graphs without ``done``."""
+    LOOP_TIMEOUT = "LOOP_TIMEOUT"
+    """A loop's ``timeout`` passed before it finished."""
+    CHECKPOINT_NOT_FOUND = "CHECKPOINT_NOT_FOUND"
+    """No checkpoint has this id."""
+    CHECKPOINT_MISMATCH = "CHECKPOINT_MISMATCH"
+    """The checkpoint belongs to another plan (tasks, dependencies or node types changed), another
+    run input or another kind of run; resuming it would mix two runs."""
+    CHECKPOINT_CORRUPT = "CHECKPOINT_CORRUPT"
+    """A checkpoint's digest does not match its content (edited, truncated or tampered with)."""
+    CHECKPOINT_STORE_UNAVAILABLE = "CHECKPOINT_STORE_UNAVAILABLE"
+    """The checkpoint store could not be reached or failed (retryable)."""
     NOT_FOUND = "NOT_FOUND"
     """A record the operation needs does not exist."""
     CONFLICT = "CONFLICT"
@@ -130,6 +147,30 @@ class InvalidInputError(DittoError):
     """Input (a node input, an argument) does not satisfy its contract."""
 
     default_code = ErrorCode.INVALID_INPUT
+
+
+class Interrupt(DittoError):
+    """Raised by a handler to pause its graph run until a person answers.
+
+    The run admits no new task, lets started tasks finish, saves a checkpoint and returns a
+    :class:`~ditto.runtime.results.RunResult` whose ``status`` is ``"interrupted"``, with this
+    payload in ``interrupts``. ``runtime.resume(checkpoint_id, answer)`` runs the task again and
+    its handler finds the answer in ``ctx.resume_value`` (``ctx.interrupt(payload)`` does both
+    steps: it raises the first time and returns the answer on resume).
+
+    Outside a graph run (a plain ``invoke``) the result is simply ``failed`` with code
+    ``INTERRUPTED`` and the payload in ``error.details["payload"]``.
+
+    Args:
+        payload: What the person needs to decide (plain JSON: it is stored in the checkpoint).
+        message: A short, safe description.
+    """
+
+    default_code = ErrorCode.INTERRUPTED
+
+    def __init__(self, payload: Any = None, message: str = "waiting for an answer") -> None:
+        super().__init__(message, details={"payload": payload})
+        self.payload = payload
 
 
 class GraphError(DittoError):

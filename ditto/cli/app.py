@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import ditto
+from ditto.cli.graph import graph_app
 from ditto.cli.mcp import mcp_app
 from ditto.cli.memory import memory_app
 from ditto.cli.models import models_app
@@ -37,6 +38,7 @@ config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(memory_app, name="memory")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(graph_app, name="graph")
 app.add_typer(models_app, name="models")
 
 

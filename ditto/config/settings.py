@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ditto.runtime.limits import DEFAULT_LIMITS
+
 __all__ = (
     "ENV_ONLY",
     "ContextCacheSettings",
@@ -41,15 +43,17 @@ class _Strict(BaseModel):
 class RuntimeSettings(_Strict):
     """``runtime:`` — scheduling defaults."""
 
-    timeout_ms: int = Field(30_000, ge=1, le=MAX_TIMEOUT_MS)
+    timeout_ms: int = Field(DEFAULT_LIMITS.timeout_ms, ge=1, le=MAX_TIMEOUT_MS)
     """Deadline of every node invocation unless the call, the task or the run sets a shorter
     one (milliseconds, 1..2^31-1)."""
-    graph_concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    graph_concurrency: int | None = Field(DEFAULT_LIMITS.graph_concurrency, ge=1, le=1_000_000)
     """Most tasks of one graph run in flight at once; ``null`` is unlimited. A ``concurrency``
     argument to ``run()`` takes precedence."""
-    stall_warning_ms: int | None = Field(250, ge=1, le=MAX_TIMEOUT_MS)
+    stall_warning_ms: int | None = Field(DEFAULT_LIMITS.stall_warning_ms, ge=1, le=MAX_TIMEOUT_MS)
     """Log a warning naming the handler when the event loop is blocked this long; ``null``
     turns the watchdog off."""
+    loop_max_iterations: int = Field(DEFAULT_LIMITS.loop_max_iterations, ge=1, le=1_000_000)
+    """Most graph executions of one ``runtime.loop``, unless its definition sets a limit."""
 
 
 def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:

@@ -9,39 +9,21 @@ construction and compiles once into a :class:`~ditto.graph.plan.Plan` for the sc
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.node_types import is_node_type
-from ditto.contracts.result import NodeResult
 from ditto.errors import GraphError
+from ditto.graph.task import Binder, Task
 
 if TYPE_CHECKING:
     import networkx
 
+    from ditto.contracts.result import NodeResult
+    from ditto.graph.pictures import Direction, PlanShape
     from ditto.graph.plan import Plan
 
-__all__ = ("Binder", "Graph", "Task", "graph")
-
-Binder = Callable[[Any, Mapping[str, NodeResult[Any]]], Any]
-"""``bind(run_input, deps) -> node input``. ``deps`` is a read-only mapping of the task's declared
-dependencies to their results; a binder checks ``.ok`` (or calls ``.unwrap()``) before using an
-output. A binder that raises stops the run (see ``Ditto.run``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """One task of a graph."""
-
-    id: str
-    node_type: str
-    deps: tuple[str, ...]
-    bind: Binder
-    timeout: float | None = None
-    """Seconds this task may run; bounded further by the run's and the runtime's deadline."""
-    worker: str | None = None
-    """Pin the task to this worker replica id; there is no fallback to another replica."""
+__all__ = ("Graph", "graph")
 
 
 class _TaskLog:
@@ -174,6 +156,41 @@ class Graph:
             digraph.add_node(task.id, node_type=task.node_type)
             digraph.add_edges_from((dep, task.id) for dep in task.deps)
         return digraph
+
+    def to_mermaid(
+        self,
+        direction: Direction = "TD",
+        *,
+        results: Mapping[str, NodeResult[Any]] | None = None,
+    ) -> str:
+        """This graph as a Mermaid ``flowchart``; with ``results`` (e.g. a ``RunResult``), one run
+        of it, with each task's status and duration. See :func:`ditto.graph.pictures.mermaid`.
+
+        Raises:
+            ValueError: ``direction`` is not ``TD``, ``TB``, ``BT``, ``LR`` or ``RL``.
+        """
+        from ditto.graph import pictures
+
+        return pictures.mermaid(self._name, self.tasks, results, direction=direction)
+
+    def to_dot(self, *, results: Mapping[str, NodeResult[Any]] | None = None) -> str:
+        """This graph (or, with ``results``, one run of it) as Graphviz DOT text. See
+        :func:`ditto.graph.pictures.dot`."""
+        from ditto.graph import pictures
+
+        return pictures.dot(self._name, self.tasks, results)
+
+    def describe(self, durations: Mapping[str, float] | None = None) -> PlanShape:
+        """Levels, widest level, depth and critical path of this graph (computed with networkx);
+        with ``durations`` (task id -> ms, e.g. ``pictures.durations(run_result)``) the critical
+        path is the slowest chain. See :func:`ditto.graph.pictures.describe`.
+
+        Raises:
+            ValueError: A duration is negative or not finite.
+        """
+        from ditto.graph import pictures
+
+        return pictures.describe(self._name, self.tasks, durations)
 
 
 def graph(name: str = "agent") -> Graph:

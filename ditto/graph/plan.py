@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ditto.graph.builder import Task
+from ditto.graph.task import Task
 
 __all__ = ("Plan",)
 

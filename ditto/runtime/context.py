@@ -3,15 +3,20 @@ call other nodes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import anyio
+
+from ditto.errors import Interrupt
 
 if TYPE_CHECKING:
     from ditto.contracts.result import NodeResult
     from ditto.runtime.runtime import Ditto
 
-__all__ = ("ExecutionScope", "NodeContext")
+__all__ = ("NO_ANSWER", "ExecutionScope", "NodeContext")
+
+NO_ANSWER: Final = object()
+"""The resume value of a call that is not resuming an interrupt (``None`` is a valid answer)."""
 
 
 class ExecutionScope(NamedTuple):
@@ -26,6 +31,7 @@ class NodeContext:
     """The second argument of every handler."""
 
     __slots__ = (
+        "_answer",
         "_runtime",
         "deadline",
         "execution",
@@ -44,8 +50,10 @@ class NodeContext:
         execution: ExecutionScope | None,
         principal: str | None,
         deadline: float | None,
+        answer: Any = NO_ANSWER,
     ) -> None:
         self._runtime = runtime
+        self._answer = answer
         self.node = node
         """The node type being run."""
         self.execution_id = execution_id
@@ -58,6 +66,31 @@ class NodeContext:
         """Who the invocation acts for, as passed to ``invoke(..., principal=...)``."""
         self.deadline = deadline
         """Absolute deadline on the ``anyio.current_time()`` clock, or ``None``."""
+
+    @property
+    def resumed(self) -> bool:
+        """True when this call resumes an interrupted task (``runtime.resume``)."""
+        return self._answer is not NO_ANSWER
+
+    @property
+    def resume_value(self) -> Any:
+        """The answer given to ``runtime.resume`` when this call resumes an interrupted task,
+        else ``None`` (see :attr:`resumed` to tell an answer of ``None`` apart)."""
+        return None if self._answer is NO_ANSWER else self._answer
+
+    def interrupt(self, payload: Any = None) -> Any:
+        """Ask a person: the first time, raise :class:`~ditto.errors.Interrupt` with ``payload``
+        (the run pauses and checkpoints); when the run is resumed, return the answer.
+
+        Example::
+
+            async def approve(draft, ctx):
+                answer = ctx.interrupt({"question": "send this email?", "draft": draft})
+                return {"sent": answer == "yes"}
+        """
+        if self._answer is NO_ANSWER:
+            raise Interrupt(payload)
+        return self._answer
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or ``None`` when unbounded."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
-from ditto.runtime.context import ExecutionScope, NodeContext
+from ditto.runtime.context import NO_ANSWER, ExecutionScope, NodeContext
 from ditto.runtime.deadlines import CURRENT, arm
 
 if TYPE_CHECKING:
@@ -76,11 +76,13 @@ async def invoke_route(
     principal: str | None,
     worker: str | None,
     execution: ExecutionScope | None,
+    answer: Any = NO_ANSWER,
 ) -> NodeResult[Any]:
     """Run one invocation of ``route``'s node type and wrap the outcome.
 
     Args:
         deadline: Absolute time on the event loop's clock (``loop.time()``).
+        answer: What ``runtime.resume`` answered, when this call resumes an interrupted task.
 
     Returns a ``NodeResult`` for every outcome of the *node*: invalid input, no capacity, a
     handler error, a deadline, a cancellation from inside. The *caller's* cancellation is not an
@@ -105,7 +107,9 @@ async def invoke_route(
     assert task is not None, "invoke runs inside an asyncio task"
     cancelling = task.cancelling()
     timer = arm(loop, task, deadline, now)
-    ctx = NodeContext(runtime, node, execution_id, replica_id, execution, principal, deadline)
+    ctx = NodeContext(
+        runtime, node, execution_id, replica_id, execution, principal, deadline, answer
+    )
     replica.active += 1
     error: ErrorInfo | None = None
     claim = CURRENT.set(timer)  # stores that commit claim their outcome through it

@@ -1,84 +1,107 @@
-"""The ``Ditto`` runtime: registration, ``invoke``, ``run`` and ``close``."""
+"""The ``Ditto`` runtime: ``invoke``, ``run``, ``resume``, ``stream``, ``loop`` and ``close``.
+
+Registration lives in :mod:`ditto.runtime.registry`, one graph run in :mod:`ditto.runtime.runs`,
+loops in :mod:`ditto.runtime.loops` and streams in :mod:`ditto.runtime.streams`; this class
+checks arguments, keeps the books (what is in flight, what to dispose) and connects them.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import math
+from collections import OrderedDict
 from collections.abc import Iterable
-from time import perf_counter
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
-from ditto.config.settings import Settings
-from ditto.contracts.node_types import NodeTypeRegistry
 from ditto.contracts.result import NodeResult
 from ditto.errors import (
+    DittoError,
+    ErrorCode,
     InvalidInputError,
     RuntimeClosedError,
-    UnknownNodeError,
     WorkerCleanupError,
-    WorkerDefinitionError,
 )
-from ditto.graph.builder import Graph, Task
-from ditto.runtime.context import ExecutionScope
-from ditto.runtime.invocation import invoke_route, new_execution_id
-from ditto.runtime.results import GraphRunError, RunResult
-from ditto.runtime.router import Replica, Route, WorkerInfo
-from ditto.runtime.scheduler import execute_plan
+from ditto.graph.builder import Graph
+from ditto.graph.plan import Plan
+from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope, plan_digest
+from ditto.runtime.context import NO_ANSWER, ExecutionScope
+from ditto.runtime.invocation import invoke_route
+from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
+from ditto.runtime.registry import WorkerHandle, WorkerRegistry
+from ditto.runtime.results import RunResult
+from ditto.runtime.router import Route, WorkerInfo
+from ditto.runtime.runs import ResultObserver, RunRequest, execute_run, stored_result
 from ditto.runtime.watchdog import LoopWatchdog, handler_codes
 from ditto.runtime.worker import WorkerDefinition
 
+if TYPE_CHECKING:
+    from ditto.config.settings import Settings
+    from ditto.runtime.checkpoints.port import CheckpointStore
+    from ditto.runtime.loops import LoopDefinition, LoopObserver
+    from ditto.runtime.streams import RunStream
+
 __all__ = ("Ditto", "WorkerHandle", "create_ditto")
 
-
-class WorkerHandle:
-    """What :meth:`Ditto.register` returns: the ids of the new replicas, and a switch to pause
-    routing to them."""
-
-    __slots__ = ("_replicas", "ids")
-
-    def __init__(self, replicas: list[Replica]) -> None:
-        self._replicas = tuple(replicas)
-        self.ids: tuple[str, ...] = tuple(replica.id for replica in replicas)
-        """Replica ids, usable as ``worker=`` pins."""
-
-    def set_available(self, available: bool) -> None:
-        """Pause (``False``) or resume (``True``) routing to these replicas. Calls already running
-        finish normally."""
-        for replica in self._replicas:
-            replica.available = available
+_KNOWN_PLANS = 256
+"""Plans remembered by digest, so ``resume`` in the same process needs no ``plan=``."""
 
 
 class Ditto:
-    """A runtime: routes node invocations to registered workers and runs graphs.
+    """A runtime: routes node invocations to registered workers and runs graphs and loops.
 
     Create it with :func:`create_ditto` and use it as an async context manager, which closes it.
+
+    Args:
+        settings: Configuration from :func:`ditto.config.load_config`; ``None`` uses the library
+            defaults (and imports no configuration code).
+        checkpoints: Where checkpointed runs, interrupted runs and loops keep their state
+            (``SqliteCheckpointStore`` survives the process); default: in this process only.
+            The runtime closes it when it closes.
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings if settings is not None else Settings()
-        """The effective configuration (library defaults when none was given)."""
-        self._contracts = NodeTypeRegistry()
-        self._routes: dict[str, Route] = {}
-        self._replicas: dict[str, Replica] = {}
-        self._definitions: list[WorkerDefinition] = []
-        self._id_counters: dict[str, int] = {}
-        self._default_timeout = self.settings.runtime.timeout_ms / 1000.0
+    def __init__(
+        self, settings: Settings | None = None, *, checkpoints: CheckpointStore | None = None
+    ) -> None:
+        self._settings = settings
+        self.limits = DEFAULT_LIMITS if settings is None else RuntimeLimits.from_settings(settings)
+        """The scheduling limits in force (``runtime:`` of the settings)."""
+        self._registry = WorkerRegistry()
+        self._checkpoints = checkpoints
+        self._plans: OrderedDict[str, Plan] = OrderedDict()
+        self._default_timeout = self.limits.timeout_ms / 1000.0
         self._inflight = 0
         self._drained: anyio.Event | None = None
         self._closing = False
         self._closed: anyio.Event | None = None
         self._close_error: BaseException | None = None
-        stall_ms = self.settings.runtime.stall_warning_ms
+        stall_ms = self.limits.stall_warning_ms
         self._watchdog = (
             None
             if stall_ms is None
-            else LoopWatchdog(stall_ms / 1000, lambda: handler_codes(self._definitions))
+            else LoopWatchdog(stall_ms / 1000, lambda: handler_codes(self._registry.definitions))
         )
         self._watching = self._watchdog is None  # started by the first call (it needs the loop)
+
+    @property
+    def settings(self) -> Settings:
+        """The effective configuration (library defaults when none was given)."""
+        if self._settings is None:
+            from ditto.config.settings import Settings
+
+            self._settings = Settings()
+        return self._settings
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        """The checkpoint store (an in-process one unless the runtime was given another)."""
+        if self._checkpoints is None:
+            from ditto.runtime.checkpoints.inprocess import InProcessCheckpointStore
+
+            self._checkpoints = InProcessCheckpointStore()
+        return self._checkpoints
 
     async def __aenter__(self) -> Self:
         return self
@@ -114,59 +137,16 @@ class Ditto:
         """
         if self._closing:
             raise RuntimeClosedError()
-        if not isinstance(worker, WorkerDefinition):
-            raise WorkerDefinitionError("register() takes a definition from define_worker()")
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-            raise WorkerDefinitionError("replicas must be a positive integer")
-        if id is not None and (not isinstance(id, str) or not id.strip()):
-            raise WorkerDefinitionError("a worker id must be a non-empty string")
-        ids = self._replica_ids(worker.type, replicas, id)
-        for replica_id in ids:
-            if replica_id in self._replicas:
-                raise WorkerDefinitionError(f"worker id {replica_id!r} is already registered")
-        for bound in worker.nodes.values():
-            self._contracts.check(bound.contract)  # every contract before anything changes
-        for bound in worker.nodes.values():
-            self._contracts.add(bound.contract)
-        created = [Replica(replica_id, worker) for replica_id in ids]
-        for replica in created:
-            self._replicas[replica.id] = replica
-            for node_type, bound in worker.nodes.items():
-                route = self._routes.get(node_type)
-                if route is None:
-                    route = self._routes[node_type] = Route(bound.contract)
-                route.add(replica, bound.handler)
-        if not any(known is worker for known in self._definitions):
-            self._definitions.append(worker)
-        return WorkerHandle(created)
-
-    def _replica_ids(self, worker_type: str, replicas: int, given: str | None) -> list[str]:
-        if given is not None:
-            return [given] if replicas == 1 else [f"{given}-{n}" for n in range(1, replicas + 1)]
-        ids = []
-        for _ in range(replicas):
-            self._id_counters[worker_type] = self._id_counters.get(worker_type, 0) + 1
-            ids.append(f"{worker_type}-{self._id_counters[worker_type]}")
-        return ids
+        return self._registry.register(worker, replicas=replicas, id=id)
 
     def workers(self) -> list[WorkerInfo]:
         """A snapshot of every replica: id, type, node types, availability and load."""
-        return [
-            WorkerInfo(
-                replica.id,
-                replica.definition.type,
-                replica.definition.node_types,
-                replica.available,
-                replica.active,
-                replica.limit,
-            )
-            for replica in self._replicas.values()
-        ]
+        return self._registry.workers()
 
     @property
     def node_types(self) -> frozenset[str]:
         """Every node type some registered worker implements."""
-        return frozenset(self._routes)
+        return frozenset(self._registry.routes)
 
     # ----------------------------------------------------------------- invoke
 
@@ -229,9 +209,7 @@ class Ditto:
             assert self._watchdog is not None
             self._watchdog.start()
             self._watching = True
-        route = self._routes.get(node_type)
-        if route is None:
-            raise UnknownNodeError(node_type)
+        route = self._registry.route(node_type)
         if worker is not None:
             route.check_pin(worker)
         deadline = asyncio.get_running_loop().time() + (
@@ -274,6 +252,7 @@ class Ditto:
         concurrency: int | None = None,
         timeout: float | None = None,
         principal: str | None = None,
+        checkpoint: str | None = None,
     ) -> RunResult:
         """Run a graph: every task once, each after all of its dependencies.
 
@@ -281,7 +260,8 @@ class Ditto:
         else ``runtime.graph_concurrency``, else unlimited). A failed node does not stop the run:
         its dependents' binders see the failed result and decide. A binder that *raises* does:
         no new task is admitted, started tasks finish, and :class:`GraphRunError` carries the
-        partial result.
+        partial result. A handler that raises :class:`~ditto.errors.Interrupt` pauses the run
+        the same way and it returns ``status="interrupted"`` (see :meth:`resume`).
 
         Args:
             plan: The graph to run.
@@ -290,84 +270,233 @@ class Ditto:
             timeout: Seconds for the whole run: no node's deadline lies beyond it, and tasks
                 that start after it get status ``timeout`` without running.
             principal: Who the run acts for (every node's ``ctx.principal``).
+            checkpoint: Record each finished task under this checkpoint id in
+                :attr:`checkpoints`. If the checkpoint exists (a run that crashed, failed or was
+                interrupted), its finished tasks are not run again; a completed one is returned
+                as it was. The run input must be plain JSON.
 
         Returns:
-            A :class:`RunResult`: task id -> :class:`NodeResult`, plus ``run_id`` and ``ok``.
+            A :class:`RunResult`: task id -> :class:`NodeResult`, plus ``run_id``, ``ok`` and
+            ``status``.
 
         Raises:
             RuntimeClosedError: The runtime is closing or closed.
             UnknownNodeError: A task's node type has no worker (checked before anything runs).
             UnknownWorkerError: A task is pinned to a replica that does not implement its node
                 type (checked before anything runs).
-            InvalidInputError: ``concurrency`` or ``timeout`` is invalid.
+            InvalidInputError: ``concurrency``, ``timeout`` or ``checkpoint`` is invalid, or a
+                checkpointed run input is not plain JSON.
+            DittoError: ``CHECKPOINT_MISMATCH`` (the checkpoint belongs to another plan, input
+                or principal), ``CHECKPOINT_CORRUPT``, ``CHECKPOINT_STORE_UNAVAILABLE``.
             GraphRunError: A binder raised.
+        """
+        request = self._request(plan, run_input, concurrency, timeout, principal)
+        if checkpoint is not None:
+            request.checkpoint = await self._open_checkpoint(request, checkpoint)
+            if request.checkpoint.status == "completed":
+                return stored_result(request.plan, request.checkpoint)
+        return await self._execute(request)
+
+    async def resume(
+        self,
+        checkpoint_id: str,
+        answer: Any = NO_ANSWER,
+        *,
+        plan: Graph | None = None,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+    ) -> RunResult:
+        """Continue a checkpointed or interrupted run, possibly in a new process.
+
+        Finished tasks are not run again; every other task runs, the interrupted ones with
+        ``answer`` in ``ctx.resume_value``. The run input and principal are the checkpoint's.
+        Resuming a completed run returns its result without running anything.
+
+        Args:
+            checkpoint_id: ``RunResult.checkpoint_id`` of the interrupted run, or the
+                ``checkpoint=`` id given to :meth:`run`.
+            answer: The person's answer to the interrupts (omit it to resume a crashed run).
+            plan: The graph; needed in a process that has not run it yet.
+
+        Raises:
+            DittoError: ``CHECKPOINT_NOT_FOUND``; ``CHECKPOINT_MISMATCH`` when ``plan`` is not
+                the checkpoint's plan; ``CHECKPOINT_CORRUPT`` when a digest does not match.
+            InvalidInputError: No ``plan`` given and this process has not run the checkpoint's.
         """
         if self._closing:
             raise RuntimeClosedError()
-        if not isinstance(plan, Graph):
+        state = GraphCheckpoint(self.checkpoints, _checked_id(checkpoint_id))
+        if not await state.load(self._registry.contracts):
+            raise DittoError(
+                f"no checkpoint has id {checkpoint_id!r}", code=ErrorCode.CHECKPOINT_NOT_FOUND
+            )
+        if plan is None:
+            known = self._plans.get(str(state.state.get("plan")))
+            if known is None:
+                raise InvalidInputError(
+                    f"checkpoint {checkpoint_id!r} is a run of a plan this process has not run: "
+                    "pass plan="
+                )
+            plan_graph: Graph | Plan = known
+        else:
+            plan_graph = plan
+        request = self._request(plan_graph, state.run_input, concurrency, timeout, state.principal)
+        state.check(
+            request.plan,
+            graph_scope(request.plan.graph_id),
+            self._remember(request.plan),
+            state.run_input,
+        )
+        request.checkpoint = state
+        if state.status == "completed":
+            return stored_result(request.plan, state)
+        if answer is not NO_ANSWER:
+            request.answers = {interrupt["task"]: answer for interrupt in state.interrupts}
+        return await self._execute(request)
+
+    def stream(
+        self,
+        plan: Graph | LoopDefinition,
+        run_input: Any = None,
+        *,
+        buffer: int = 64,
+        **options: Any,
+    ) -> RunStream:
+        """Run a graph (or a loop) and watch it: each result as its task finishes, then the end.
+
+        Example::
+
+            async with runtime.stream(plan, "hello") as events:
+                async for event in events:
+                    print(event)
+
+        A consumer slower than the run slows the run down: at most ``buffer`` events wait,
+        then finishing tasks wait for the consumer. Leaving the ``async with`` early cancels
+        the run. ``options`` are those of :meth:`run` (or :meth:`loop`).
+        """
+        from ditto.runtime.streams import RunStream
+
+        return RunStream(self, plan, run_input, buffer, options)
+
+    async def loop(
+        self,
+        definition: LoopDefinition,
+        loop_input: Any = None,
+        *,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        principal: str | None = None,
+        checkpoint: str | None = None,
+        on_event: LoopObserver | None = None,
+    ) -> Any:
+        """Run a loop built with :func:`ditto.loop` until it is done (see
+        :mod:`ditto.runtime.loops`).
+
+        Args:
+            definition: A state-machine loop or a plan function.
+            loop_input: The initial state (state machine) or the plan's input.
+            concurrency: Most tasks in flight at once in each graph.
+            timeout: Seconds for the whole loop; past it the loop raises ``LOOP_TIMEOUT``.
+            principal: Who the loop's graphs act for.
+            checkpoint: Save ``{iteration, state}`` under this id after each iteration and
+                resume from it (state-machine loops only; state must be plain JSON).
+            on_event: Called with a :class:`LoopEvent` as each graph starts and ends; if it
+                raises, the loop ends with that exception.
+
+        Returns:
+            The final state (state machine), or the plan's return value.
+        """
+        from ditto.runtime.loops import check_loop, run_loop
+
+        if self._closing:
+            raise RuntimeClosedError()
+        options = check_loop(
+            self,
+            definition,
+            concurrency=concurrency,
+            timeout=timeout,
+            principal=principal,
+            checkpoint=checkpoint,
+        )
+        return await run_loop(self, definition, loop_input, options, on_event)
+
+    def _request(
+        self,
+        plan: Graph | Plan,
+        run_input: Any,
+        concurrency: int | None,
+        timeout: float | None,
+        principal: str | None,
+    ) -> RunRequest:
+        """Check a run's arguments before anything runs."""
+        if self._closing:
+            raise RuntimeClosedError()
+        if isinstance(plan, Graph):
+            compiled = plan.compile()
+        elif isinstance(plan, Plan):
+            compiled = plan
+        else:
             raise InvalidInputError("run() takes a graph built with graph()")
-        compiled = plan.compile()
         for node_type in sorted(compiled.node_types):
-            if node_type not in self._routes:
-                raise UnknownNodeError(node_type)
+            self._registry.route(node_type)
+        routes = self._registry.routes
         for task in compiled.tasks:
             if task.worker is not None:
-                self._routes[task.node_type].check_pin(task.worker)
-        limit = concurrency if concurrency is not None else self.settings.runtime.graph_concurrency
+                routes[task.node_type].check_pin(task.worker)
+        limit = concurrency if concurrency is not None else self.limits.graph_concurrency
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):
             raise InvalidInputError("concurrency must be a positive integer")
-        run_deadline = (
+        deadline = (
             None
             if timeout is None
             else asyncio.get_running_loop().time() + _seconds(timeout, "timeout")
         )
+        return RunRequest(compiled, run_input, limit, deadline, principal)
 
-        run_id = new_execution_id()
-        graph_id = compiled.graph_id
-        started = perf_counter()
+    async def _open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint:
+        """The run's checkpoint: the existing one (checked against this run) or a new one."""
+        plan = request.plan
+        scope = graph_scope(plan.graph_id)
+        digest = self._remember(plan)
+        state = GraphCheckpoint(self.checkpoints, _checked_id(checkpoint_id))
+        if await state.load(self._registry.contracts):
+            state.check(plan, scope, digest, request.run_input)
+            if state.principal != request.principal:
+                raise DittoError(
+                    f"checkpoint {checkpoint_id!r} was written for another principal",
+                    code=ErrorCode.CHECKPOINT_MISMATCH,
+                )
+        else:
+            await state.begin(scope, digest, request.run_input, request.principal)
+        return state
 
-        routes = self._routes
-        default_timeout = self._default_timeout
-        loop = asyncio.get_running_loop()
+    def _remember(self, plan: Plan) -> str:
+        """The plan's digest; the plan is kept (a bounded few) so ``resume`` can find it."""
+        digest = plan_digest(plan)
+        self._plans[digest] = plan
+        self._plans.move_to_end(digest)
+        while len(self._plans) > _KNOWN_PLANS:
+            self._plans.popitem(last=False)
+        return digest
 
-        async def call(task: Task, node_input: Any) -> NodeResult[Any]:
-            # The graph's hot path: routes and pins were checked above, so go straight to the
-            # invocation instead of through _invoke's lookups.
-            deadline = loop.time() + (default_timeout if task.timeout is None else task.timeout)
-            if run_deadline is not None and run_deadline < deadline:
-                deadline = run_deadline
-            return await invoke_route(
-                self,
-                routes[task.node_type],
-                node_input,
-                deadline=deadline,
-                principal=principal,
-                worker=task.worker,
-                execution=ExecutionScope(graph_id, run_id, task.id),
-            )
-
+    async def _execute(
+        self, request: RunRequest, observe: ResultObserver | None = None
+    ) -> RunResult:
+        if self._closing:
+            raise RuntimeClosedError()
+        if not self._watching:
+            assert self._watchdog is not None
+            self._watchdog.start()
+            self._watching = True
+        if observe is not None:
+            request.observe = observe
         self._inflight += 1
         try:
-            results, failure = await execute_plan(compiled, run_input, call, limit)
+            return await execute_run(self, request)
         finally:
             self._release()
-        outcome = RunResult(
-            graph_id,
-            run_id,
-            {
-                task.id: result
-                for task, result in zip(compiled.tasks, results, strict=True)
-                if result is not None
-            },
-            (perf_counter() - started) * 1000.0,
-            len(compiled.tasks),
-        )
-        if failure is not None:
-            task_id, cause = failure
-            raise GraphRunError(task_id, cause, outcome) from cause
-        return outcome
 
     # ----------------------------------------------------------------- close
 
@@ -384,7 +513,8 @@ class Ditto:
     async def close(self) -> None:
         """Refuse new work, wait for accepted work to finish, then dispose each worker once.
 
-        Idempotent: later and concurrent calls wait for the first and share its outcome. Nested
+        The checkpoint store is closed after the workers are disposed. Idempotent: later and
+        concurrent calls wait for the first and share its outcome. Nested
         ``ctx.invoke`` calls from accepted work still run during the drain. Disposal runs
         shielded from cancellation so resources are always released.
 
@@ -416,7 +546,13 @@ class Ditto:
             raise
         try:
             with anyio.CancelScope(shield=True):
-                failures = await _dispose_all(reversed(self._definitions))
+                failures = await self._registry.dispose_all()
+                if self._checkpoints is not None:
+                    try:
+                        await self._checkpoints.aclose()
+                    except Exception as exc:
+                        exc.add_note("while closing the checkpoint store")
+                        failures.append(exc)
             if failures:
                 self._close_error = WorkerCleanupError("worker cleanup failed", failures)
                 raise self._close_error
@@ -424,19 +560,10 @@ class Ditto:
             closed.set()
 
 
-async def _dispose_all(definitions: Iterable[WorkerDefinition]) -> list[Exception]:
-    failures: list[Exception] = []
-    for definition in definitions:
-        if definition.dispose is None:
-            continue
-        try:
-            outcome = definition.dispose()
-            if inspect.isawaitable(outcome):
-                await outcome
-        except Exception as exc:
-            exc.add_note(f"while disposing worker {definition.type!r}")
-            failures.append(exc)
-    return failures
+def _checked_id(checkpoint_id: object) -> str:
+    if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
+        raise InvalidInputError("a checkpoint id must be a non-empty string")
+    return checkpoint_id
 
 
 def _seconds(value: float, name: str) -> float:
@@ -448,7 +575,10 @@ def _seconds(value: float, name: str) -> float:
 
 
 def create_ditto(
-    *, config: Settings | None = None, workers: Iterable[WorkerDefinition] = ()
+    *,
+    config: Settings | None = None,
+    workers: Iterable[WorkerDefinition] = (),
+    checkpoints: CheckpointStore | None = None,
 ) -> Ditto:
     """Create a runtime with ``workers`` registered (one replica each).
 
@@ -456,13 +586,14 @@ def create_ditto(
         config: Settings from :func:`ditto.config.load_config`; ``None`` uses library defaults
             and reads no file and no environment.
         workers: Worker definitions to register.
+        checkpoints: The checkpoint store (see :class:`Ditto`).
 
     Example::
 
         async with create_ditto(workers=[echo_worker]) as runtime:
             result = await runtime.invoke("ECHO.SAY", {"text": "hi"})
     """
-    runtime = Ditto(config)
+    runtime = Ditto(config, checkpoints=checkpoints)
     for worker in workers:
         runtime.register(worker)
     return runtime

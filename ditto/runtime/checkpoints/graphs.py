@@ -1,0 +1,191 @@
+"""A graph run's checkpoint: the envelope that says which run it is, and one record per
+finished task.
+
+The envelope's state::
+
+    {"plan": <plan digest>, "input": <run input>, "principal": <who the run acts for>,
+     "status": "running" | "interrupted" | "completed" | "failed",
+     "interrupts": [{"task": <task id>, "payload": <Interrupt payload>}, ...]}
+
+The plan digest covers the graph id and, per task, its id, node type and dependencies (binders
+are code and cannot be compared): a checkpoint of another plan is refused with
+``CHECKPOINT_MISMATCH`` instead of mixing two runs. A finished task is one that has a result,
+whatever its status: on resume it never runs again and its dependents see the stored result.
+An interrupted task has no record: it runs again on resume, with the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from ditto.contracts.result import NodeResult
+from ditto.errors import DittoError, ErrorCode
+from ditto.runtime.checkpoints.envelope import (
+    canonical,
+    digest,
+    open_envelope,
+    open_record,
+    seal_envelope,
+    seal_record,
+)
+
+if TYPE_CHECKING:
+    from ditto.contracts.node_types import NodeTypeRegistry
+    from ditto.graph.plan import Plan
+    from ditto.runtime.checkpoints.port import CheckpointStore
+
+__all__ = ("GraphCheckpoint", "RunStatus", "graph_scope", "plan_digest")
+
+RunStatus = Literal["running", "interrupted", "completed", "failed"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+def graph_scope(graph_id: str) -> str:
+    return f"graph:{graph_id}"
+
+
+def plan_digest(plan: Plan) -> str:
+    """SHA-256 over the graph id and each task's id, node type and dependencies, in order."""
+    shape = [plan.graph_id, [[task.id, task.node_type, list(task.deps)] for task in plan.tasks]]
+    return digest(canonical(shape))
+
+
+def mismatch(message: str) -> DittoError:
+    return DittoError(message, code=ErrorCode.CHECKPOINT_MISMATCH)
+
+
+class GraphCheckpoint:
+    """One graph run's checkpoint in a store: opened (or created) before the run, a record per
+    finished task during it, the envelope again at its end."""
+
+    __slots__ = (
+        "_decoders",
+        "_version",
+        "finished",
+        "id",
+        "interrupts",
+        "principal",
+        "run_input",
+        "state",
+        "status",
+        "store",
+    )
+
+    def __init__(self, store: CheckpointStore, checkpoint_id: str) -> None:
+        self.store = store
+        self.id = checkpoint_id
+        self.state: dict[str, Any] = {}
+        self.status: RunStatus = "running"
+        self.finished: dict[str, NodeResult[Any]] = {}
+        """Results of the tasks that finished in earlier attempts, by task id."""
+        self.interrupts: list[dict[str, Any]] = []
+        """The interrupts the last attempt ended with: ``{"task", "payload"}``."""
+        self.run_input: Any = None
+        self.principal: str | None = None
+        self._version = 0
+        self._decoders: dict[str, msgspec.json.Decoder[Any]] = {}
+
+    async def load(self, contracts: NodeTypeRegistry) -> bool:
+        """Read the checkpoint if it exists (True), checking every digest.
+
+        Raises:
+            DittoError: ``CHECKPOINT_CORRUPT`` for a digest that does not match, or a record of
+                a task the plan does not have.
+        """
+        stored = await self.store.load(self.id)
+        if stored is None:
+            return False
+        envelope = open_envelope(stored.envelope, self.id)
+        self._version = envelope.version
+        self.state = envelope.state
+        self.status = self.state.get("status", "running")
+        self.interrupts = list(self.state.get("interrupts", ()))
+        self.run_input = self.state.get("input")
+        self.principal = self.state.get("principal")
+        for key, value in stored.records:
+            payload = open_record(self.id, key, value)
+            node_type = msgspec.json.decode(payload, type=_NodeOnly).node
+            self.finished[key] = self._decoder(node_type, contracts).decode(payload)
+        return True
+
+    def _decoder(self, node_type: str, contracts: NodeTypeRegistry) -> msgspec.json.Decoder[Any]:
+        decoder = self._decoders.get(node_type)
+        if decoder is None:
+            contract = contracts.get(node_type)
+            output = Any if contract is None else contract.output_type
+            decoder = self._decoders[node_type] = msgspec.json.Decoder(NodeResult[output])  # type: ignore[valid-type]
+        return decoder
+
+    def check(self, plan: Plan, scope: str, digest_of_plan: str, run_input: Any) -> None:
+        """Refuse a checkpoint of another plan, graph or input.
+
+        Raises:
+            DittoError: ``CHECKPOINT_MISMATCH``.
+        """
+        if self.state.get("scope", scope) != scope or self.state.get("plan") != digest_of_plan:
+            raise mismatch(
+                f"checkpoint {self.id!r} belongs to another plan: the tasks, dependencies or "
+                f"node types of graph {plan.graph_id!r} changed since it was written"
+            )
+        if canonical(run_input) != canonical(self.run_input):
+            raise mismatch(f"checkpoint {self.id!r} was written for another run input")
+        known = {task.id for task in plan.tasks}
+        strangers = sorted(self.finished.keys() - known)
+        if strangers:
+            raise mismatch(f"checkpoint {self.id!r} records unknown task {strangers[0]!r}")
+
+    async def begin(
+        self, scope: str, digest_of_plan: str, run_input: Any, principal: str | None
+    ) -> None:
+        """Write the envelope of a new run (status ``running``)."""
+        self.run_input = run_input
+        self.principal = principal
+        self.state = {
+            "scope": scope,
+            "plan": digest_of_plan,
+            "input": msgspec.json.decode(canonical(run_input)),
+            "principal": principal,
+            "status": "running",
+            "interrupts": [],
+        }
+        await self._save(scope)
+
+    async def record(self, task_id: str, result: NodeResult[Any]) -> None:
+        """Append one finished task (durable when this returns)."""
+        await self.store.append(
+            self.id, [(task_id, seal_record(self.id, task_id, _encode(result)))]
+        )
+
+    async def record_all(self, results: Mapping[str, NodeResult[Any]]) -> None:
+        """Append many finished tasks at once (an interrupted run without a checkpoint)."""
+        if results:
+            await self.store.append(
+                self.id,
+                [
+                    (task_id, seal_record(self.id, task_id, _encode(result)))
+                    for task_id, result in results.items()
+                ],
+            )
+
+    async def end(self, status: RunStatus, interrupts: list[dict[str, Any]]) -> None:
+        """Write the envelope again with the run's outcome."""
+        self.status = status
+        self.interrupts = interrupts
+        self.state = {
+            **self.state,
+            "status": status,
+            "interrupts": msgspec.json.decode(canonical(interrupts)),
+        }
+        await self._save(self.state["scope"])
+
+    async def _save(self, scope: str) -> None:
+        self._version += 1
+        await self.store.save(self.id, scope, seal_envelope(scope, self._version, self.state))
+
+
+class _NodeOnly(msgspec.Struct):
+    node: str

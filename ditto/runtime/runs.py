@@ -1,0 +1,189 @@
+"""One graph run, from a validated plan to its :class:`RunResult`: the scheduler plus what hooks
+into it — the checkpoint that records each finished task, the interrupts that pause the run,
+the observer that streams each result.
+
+``Ditto.run``, ``Ditto.resume`` and ``Ditto.stream`` check their arguments and hand a
+:class:`RunRequest` here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from ditto.contracts.result import NodeResult
+from ditto.errors import ErrorCode
+from ditto.runtime.checkpoints.envelope import plain_json
+from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope
+from ditto.runtime.context import NO_ANSWER, ExecutionScope
+from ditto.runtime.invocation import invoke_route, new_execution_id
+from ditto.runtime.results import GraphRunError, InterruptInfo, RunResult
+from ditto.runtime.scheduler import AfterTask, execute_plan
+
+if TYPE_CHECKING:
+    from ditto.graph.plan import Plan
+    from ditto.graph.task import Task
+    from ditto.runtime.runtime import Ditto
+
+__all__ = ("ResultObserver", "RunRequest", "execute_run", "stored_result")
+
+ResultObserver = Callable[[str, NodeResult[Any]], Awaitable[None]]
+"""Awaited with ``(task_id, result)`` as each task finishes, before its dependents start."""
+
+_INTERRUPTED = ErrorCode.INTERRUPTED.value
+
+
+@dataclass(slots=True)
+class RunRequest:
+    """A run whose arguments were checked: nothing here can be invalid any more."""
+
+    plan: Plan
+    run_input: Any
+    limit: int | None
+    deadline: float | None
+    """Absolute, on the event loop's clock; ``None`` for no run deadline."""
+    principal: str | None
+    checkpoint: GraphCheckpoint | None = None
+    """Record finished tasks here (a new or a resumed checkpoint)."""
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    """Task id -> the answer its interrupted handler gets on this attempt."""
+    observe: ResultObserver | None = None
+
+
+def stored_result(plan: Plan, checkpoint: GraphCheckpoint) -> RunResult:
+    """The result of a checkpointed run that already completed (nothing runs again)."""
+    return RunResult(
+        plan.graph_id,
+        checkpoint.id,
+        {
+            task.id: checkpoint.finished[task.id]
+            for task in plan.tasks
+            if task.id in checkpoint.finished
+        },
+        0.0,
+        len(plan.tasks),
+        tasks=plan.tasks,
+        checkpoint_id=checkpoint.id,
+    )
+
+
+async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
+    """Run ``request`` to its end, an interrupt, or a binder's failure.
+
+    Raises:
+        GraphRunError: A binder raised (the checkpoint, if any, says ``failed``).
+        InvalidInputError: An interrupt's payload is not plain JSON (nothing is checkpointed).
+        DittoError: The checkpoint store failed (``CHECKPOINT_STORE_UNAVAILABLE``): admission
+            stopped, started tasks finished, then the error propagates.
+    """
+    plan = request.plan
+    checkpoint = request.checkpoint
+    run_id = new_execution_id()
+    graph_id = plan.graph_id
+    routes = runtime._registry.routes
+    default_timeout = runtime._default_timeout
+    principal = request.principal
+    run_deadline = request.deadline
+    answers = request.answers
+    loop = asyncio.get_running_loop()
+    started = perf_counter()
+
+    async def call(task: Task, node_input: Any) -> NodeResult[Any]:
+        # The graph's hot path: routes and pins were checked before the run, so go straight to
+        # the invocation.
+        deadline = loop.time() + (default_timeout if task.timeout is None else task.timeout)
+        if run_deadline is not None and run_deadline < deadline:
+            deadline = run_deadline
+        return await invoke_route(
+            runtime,
+            routes[task.node_type],
+            node_input,
+            deadline=deadline,
+            principal=principal,
+            worker=task.worker,
+            execution=ExecutionScope(graph_id, run_id, task.id),
+            answer=answers.get(task.id, NO_ANSWER) if answers else NO_ANSWER,
+        )
+
+    finished: dict[int, NodeResult[Any]] | None = None
+    if checkpoint is not None and checkpoint.finished:
+        position = {task.id: index for index, task in enumerate(plan.tasks)}
+        finished = {position[task_id]: result for task_id, result in checkpoint.finished.items()}
+    results, failure = await execute_plan(
+        plan,
+        request.run_input,
+        call,
+        request.limit,
+        finished=finished,
+        after=_after(plan, checkpoint, request.observe),
+    )
+
+    by_id: dict[str, NodeResult[Any]] = {}
+    interrupts: list[InterruptInfo] = []
+    for task, result in zip(plan.tasks, results, strict=True):
+        if result is None:
+            continue
+        by_id[task.id] = result
+        error = result.error
+        if error is not None and error.code == _INTERRUPTED:
+            payload = error.details.get("payload") if error.details else None
+            interrupts.append(InterruptInfo(task.id, payload))
+
+    if interrupts:
+        for info in interrupts:
+            plain_json(info.payload, f"the interrupt payload of task {info.task_id!r}")
+        if checkpoint is None:
+            # Nothing was recorded during the run: record everything that finished now, so
+            # `resume` has what it needs.
+            checkpoint = GraphCheckpoint(runtime.checkpoints, run_id)
+            await checkpoint.begin(
+                graph_scope(graph_id), runtime._remember(plan), request.run_input, principal
+            )
+            interrupted = {info.task_id for info in interrupts}
+            await checkpoint.record_all(
+                {key: value for key, value in by_id.items() if key not in interrupted}
+            )
+        await checkpoint.end(
+            "interrupted", [{"task": info.task_id, "payload": info.payload} for info in interrupts]
+        )
+    elif checkpoint is not None:
+        await checkpoint.end("failed" if failure is not None else "completed", [])
+
+    outcome = RunResult(
+        graph_id,
+        run_id,
+        by_id,
+        (perf_counter() - started) * 1000.0,
+        len(plan.tasks),
+        tasks=plan.tasks,
+        interrupts=interrupts,
+        checkpoint_id=None if checkpoint is None else checkpoint.id,
+    )
+    if failure is not None:
+        task_id, cause = failure
+        raise GraphRunError(task_id, cause, outcome) from cause
+    return outcome
+
+
+def _after(
+    plan: Plan, checkpoint: GraphCheckpoint | None, observe: ResultObserver | None
+) -> AfterTask | None:
+    """The scheduler's per-result hook: record the task (unless it was interrupted: it has to
+    run again), then show it to the observer."""
+    if checkpoint is None and observe is None:
+        return None
+    tasks = plan.tasks
+
+    async def after(index: int, result: NodeResult[Any]) -> None:
+        task_id = tasks[index].id
+        if checkpoint is not None:
+            error = result.error
+            if error is None or error.code != _INTERRUPTED:
+                await checkpoint.record(task_id, result)
+        if observe is not None:
+            await observe(task_id, result)
+
+    return after

@@ -1,0 +1,199 @@
+"""``runtime.stream(...)``: a run's results as they happen, through a bounded buffer.
+
+The run executes in a task of its own and hands each event to the consumer through an anyio
+memory stream of ``buffer`` slots. When the slots are full, the task that just finished waits
+(before its dependents start), so a slow consumer slows the run down and memory stays bounded.
+Leaving the ``async with`` block cancels a run that is still going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ditto.contracts.result import NodeResult
+from ditto.errors import InvalidInputError
+from ditto.graph.builder import Graph
+from ditto.runtime.loops import LoopEvent, PlanLoop, StateLoop, check_loop, run_loop
+from ditto.runtime.runs import stored_result
+
+if TYPE_CHECKING:
+    from ditto.runtime.loops import LoopDefinition
+    from ditto.runtime.runtime import Ditto
+
+__all__ = ("RunEnd", "RunStream", "StreamEvent", "TaskDone")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDone:
+    """A task of the streamed graph finished (any status)."""
+
+    task_id: str
+    result: NodeResult[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """The last event: the run's :class:`~ditto.runtime.results.RunResult`, or a loop's final
+    value."""
+
+    result: Any
+
+
+StreamEvent = TaskDone | LoopEvent | RunEnd
+
+
+class RunStream:
+    """What :meth:`Ditto.stream` returns: enter it to start the run, iterate to watch it.
+
+    Iteration yields :class:`TaskDone` for each task of a graph in completion order (for a loop,
+    :class:`LoopEvent` for each graph starting and ending), then one :class:`RunEnd`. If the run
+    raises (a binder, a loop limit), iteration raises that exception after the events that came
+    before it.
+    """
+
+    def __init__(
+        self,
+        runtime: Ditto,
+        plan: Graph | LoopDefinition,
+        run_input: Any,
+        buffer: int,
+        options: dict[str, Any],
+    ) -> None:
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise InvalidInputError("buffer must be a positive integer")
+        if not isinstance(plan, Graph | StateLoop | PlanLoop):
+            raise InvalidInputError("stream() takes a graph or a loop definition")
+        self._runtime = runtime
+        self._plan = plan
+        self._input = run_input
+        self._buffer = buffer
+        self._options = options
+        self._task: asyncio.Task[None] | None = None
+        self._send: MemoryObjectSendStream[StreamEvent | BaseException] | None = None
+        self._receive: MemoryObjectReceiveStream[StreamEvent | BaseException] | None = None
+
+    async def __aenter__(self) -> AsyncIterator[StreamEvent]:
+        # Everything is checked before the stream exists, so a bad argument raises from
+        # `async with` and leaves nothing open.
+        produce = await self._producer()
+        send, receive = anyio.create_memory_object_stream[StreamEvent | BaseException](self._buffer)
+        self._send = send
+        self._receive = receive
+        self._task = asyncio.create_task(_pump(produce, send))
+        return _events(receive)
+
+    async def _producer(self) -> Callable[[], Awaitable[Any]]:
+        """What runs the plan, sending its events; raises for invalid arguments."""
+        runtime = self._runtime
+        plan = self._plan
+        options = dict(self._options)
+        if isinstance(plan, Graph):
+            unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint"}
+            if unknown:
+                raise InvalidInputError(f"stream() has no option {sorted(unknown)[0]!r}")
+            request = runtime._request(
+                plan,
+                self._input,
+                options.get("concurrency"),
+                options.get("timeout"),
+                options.get("principal"),
+            )
+            checkpoint = options.get("checkpoint")
+            if checkpoint is not None:
+                request.checkpoint = await runtime._open_checkpoint(request, checkpoint)
+
+            async def observe(task_id: str, result: NodeResult[Any]) -> None:
+                await self._deliver(TaskDone(task_id, result))
+
+            async def run_graph() -> Any:
+                stored = request.checkpoint
+                if stored is not None and stored.status == "completed":
+                    result = stored_result(request.plan, stored)
+                    for task_id, task_result in result.items():
+                        await observe(task_id, task_result)
+                    return result
+                return await runtime._execute(request, observe)
+
+            return run_graph
+
+        unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint", "on_event"}
+        if unknown:
+            raise InvalidInputError(f"stream() has no option {sorted(unknown)[0]!r}")
+        checked = check_loop(
+            runtime,
+            plan,
+            concurrency=options.get("concurrency"),
+            timeout=options.get("timeout"),
+            principal=options.get("principal"),
+            checkpoint=options.get("checkpoint"),
+        )
+        observer = options.get("on_event")
+
+        async def on_event(event: LoopEvent) -> None:
+            if observer is not None:
+                outcome = observer(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            await self._deliver(event)
+
+        async def run() -> Any:
+            return await run_loop(runtime, plan, self._input, checked, on_event)
+
+        return run
+
+    async def _deliver(self, event: StreamEvent) -> None:
+        assert self._send is not None
+        await self._send.send(event)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        task = self._task
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+        # The pump closes the send end when it ran; a task cancelled before it started did not.
+        if self._send is not None:
+            self._send.close()
+        if self._receive is not None:
+            self._receive.close()
+
+
+async def _pump(
+    produce: Callable[[], Awaitable[Any]], send: MemoryObjectSendStream[StreamEvent | BaseException]
+) -> None:
+    """Run the producer; send its end (or its exception) last, then close the stream."""
+    async with send:
+        try:
+            result = await produce()
+        except Exception as exc:
+            await send.send(exc)
+            return
+        await send.send(RunEnd(result))
+
+
+async def _events(
+    receive: MemoryObjectReceiveStream[StreamEvent | BaseException],
+) -> AsyncIterator[StreamEvent]:
+    async for event in receive:
+        if isinstance(event, BaseException):
+            raise event
+        yield event
+        if isinstance(event, RunEnd):
+            return

@@ -1,0 +1,227 @@
+"""Checkpoints across processes: a run killed with ``kill -9`` resumes in a new process, and an
+interrupted run is answered from another process, on SQLite and on Redis.
+
+The child (``tests/reliability/checkpoint_child.py``) appends one line per task side effect to a
+file with ``O_APPEND``; the parent counts the lines, so "ran exactly once" is measured on the
+effects, not on what the runtime reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ditto.runtime.checkpoints import CheckpointStore, RedisCheckpointStore, SqliteCheckpointStore
+from tests.reliability.checkpoint_child import CHAINS, LENGTH
+from tests.services import RedisSpace
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = CHAINS * LENGTH
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'checkpoints.sqlite'}"
+    space: RedisSpace = request.getfixturevalue("redis_space")
+    return f"redis:{space.url}|{space.prefix}"
+
+
+def open_store(spec: str) -> CheckpointStore:
+    kind, _, where = spec.partition(":")
+    if kind == "sqlite":
+        return SqliteCheckpointStore(where)
+    url, _, prefix = where.rpartition("|")
+    return RedisCheckpointStore.from_url(url, prefix=prefix)
+
+
+def child(*args: str, effects: Path, spec: str, check: bool = True) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "tests.reliability.checkpoint_child", *args),
+            *("--store", spec, "--effects", str(effects)),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr[-2000:]
+        return dict(json.loads(done.stdout.splitlines()[-1]))
+    return {"returncode": done.returncode, "stderr": done.stderr}
+
+
+async def recorded_tasks(spec: str, checkpoint_id: str) -> set[str]:
+    store = open_store(spec)
+    try:
+        stored = await store.load(checkpoint_id)
+    finally:
+        await store.aclose()
+    assert stored is not None
+    return {key for key, _ in stored.records}
+
+
+def effects_of(path: Path) -> Counter[str]:
+    return Counter(path.read_text().split()) if path.exists() else Counter()
+
+
+async def test_a_run_killed_mid_way_resumes_in_a_new_process_running_each_task_once(
+    tmp_path: Path, store_spec: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    killed = child(
+        "long",
+        "--checkpoint",
+        "long-1",
+        "--kill-at",
+        "101",
+        effects=effects,
+        spec=store_spec,
+        check=False,
+    )
+    assert killed["returncode"] == -signal.SIGKILL
+    before = effects_of(effects)
+    assert sum(before.values()) == 100
+    assert set(before.values()) == {1}
+
+    resumed = child(
+        "resume-long",
+        "--checkpoint",
+        "long-1",
+        "--concurrency",
+        "4",
+        effects=effects,
+        spec=store_spec,
+    )
+    assert resumed == {"status": "completed", "ok": True, "tasks": TASKS}
+    after = effects_of(effects)
+    assert len(after) == TASKS, "every task ran"
+    assert set(after.values()) == {1}, "no task ran twice"
+
+
+def test_a_kill_at_a_random_moment_reruns_only_the_tasks_in_flight(tmp_path: Path) -> None:
+    """With eight tasks in flight a kill can land between a task's effect and its record: such
+    a task runs again on resume (at-least-once for work in flight), and nothing else does."""
+    spec = f"sqlite:{tmp_path / 'checkpoints.sqlite'}"
+    effects = tmp_path / "effects.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "tests.reliability.checkpoint_child", "long", "--checkpoint", "long-2"),
+            *("--concurrency", "8", "--sleep", "0.003"),
+            *("--store", spec, "--effects", str(effects)),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    target = random.Random(os.getpid()).randrange(30, 150)
+    deadline = time.monotonic() + 60
+    while sum(effects_of(effects).values()) < target:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    if process.stderr is not None:
+        process.stderr.close()
+
+    recorded = anyio.run(recorded_tasks, spec, "long-2")
+    before = effects_of(effects)
+
+    resumed = child(
+        "resume-long", "--checkpoint", "long-2", "--concurrency", "8", effects=effects, spec=spec
+    )
+    assert resumed["ok"]
+    assert resumed["tasks"] == TASKS
+    after = effects_of(effects)
+    assert len(after) == TASKS
+    assert all(after[task] == 1 for task in recorded), "a recorded task never runs again"
+    again = [task for task, count in after.items() if count > 1]
+    assert set(again) <= set(before) - recorded, "only effects without a record repeat"
+    assert len(again) <= 8, "at most the tasks in flight at the kill"
+
+
+@pytest.mark.parametrize("answer", ["approve", "reject"])
+async def test_an_interrupt_is_answered_from_another_process(
+    tmp_path: Path, store_spec: str, answer: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    asked = child("ask", "--checkpoint", "approval-1", effects=effects, spec=store_spec)
+    assert asked == {
+        "status": "interrupted",
+        "checkpoint_id": "approval-1",
+        "interrupts": [["approve", {"question": "send the draft?"}]],
+    }
+    assert effects_of(effects) == Counter({"draft": 1})
+
+    answered = child(
+        "answer",
+        "--checkpoint",
+        "approval-1",
+        "--answer",
+        answer,
+        effects=effects,
+        spec=store_spec,
+    )
+    sent = "send" if answer == "approve" else "discard"
+    assert answered == {"status": "completed", "ok": True, "send": {"done": sent}}
+    assert effects_of(effects) == Counter({"draft": 1, f"answered:{answer}": 1, sent: 1})
+
+    # Answering again changes nothing: the run is complete.
+    again = child(
+        "answer",
+        "--checkpoint",
+        "approval-1",
+        "--answer",
+        "approve",
+        effects=effects,
+        spec=store_spec,
+    )
+    assert again["send"] == {"done": sent}
+    assert effects_of(effects) == Counter({"draft": 1, f"answered:{answer}": 1, sent: 1})
+
+
+async def test_a_tampered_checkpoint_is_refused_in_the_new_process(
+    tmp_path: Path, store_spec: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    child("ask", "--checkpoint", "approval-2", effects=effects, spec=store_spec)
+    store = open_store(store_spec)
+    try:
+        stored = await store.load("approval-2")
+        assert stored is not None
+        forged = stored.envelope.replace(b"send the draft?", b"wire the money")
+        assert forged != stored.envelope
+        await store.save("approval-2", stored.scope, forged)
+    finally:
+        await store.aclose()
+
+    refused = child(
+        "answer",
+        "--checkpoint",
+        "approval-2",
+        "--answer",
+        "approve",
+        effects=effects,
+        spec=store_spec,
+        check=False,
+    )
+    assert refused["returncode"] != 0
+    assert "CHECKPOINT_CORRUPT" in refused["stderr"]
+    assert effects_of(effects) == Counter({"draft": 1}), "nothing ran"

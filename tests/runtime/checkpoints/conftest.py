@@ -1,0 +1,94 @@
+"""Checkpoint store harness: every port behaviour runs against each backend in ``KINDS``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ditto.runtime.checkpoints import (
+    CheckpointStore,
+    InProcessCheckpointStore,
+    RedisCheckpointStore,
+    SqliteCheckpointStore,
+)
+
+
+@dataclass
+class FakeClock:
+    """Unix seconds that move by ``step`` at every reading, so "newer" never depends on how
+    fast the machine is. Read on the SQLite writer thread too: one reader at a time."""
+
+    now: float = 1_700_000_000.0
+    step: float = 1.0
+
+    def __call__(self) -> float:
+        value = self.now
+        self.now += self.step
+        return value
+
+
+@dataclass
+class Backend:
+    """One backend's space (a file, a key prefix, or nothing) and a way to open a store on it."""
+
+    kind: str
+    clock: FakeClock
+    make: Callable[[FakeClock], CheckpointStore]
+    opened: list[CheckpointStore] = field(default_factory=list)
+
+    def open(self) -> CheckpointStore:
+        """A new store object on the same data (closed at the end of the test)."""
+        store = self.make(self.clock)
+        self.opened.append(store)
+        return store
+
+
+KINDS = ("inprocess", "sqlite", pytest.param("redis", marks=pytest.mark.redis))
+PERSISTENT_KINDS = ("sqlite", pytest.param("redis", marks=pytest.mark.redis))
+
+
+def _backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if kind == "inprocess":  # nothing to reopen: each store is its own (PERSISTENT_KINDS)
+        return Backend(kind, FakeClock(), lambda clock: InProcessCheckpointStore(clock=clock))
+    if kind == "sqlite":
+        path = tmp_path / "checkpoints.sqlite"
+        return Backend(kind, FakeClock(), lambda clock: SqliteCheckpointStore(path, clock=clock))
+    space = request.getfixturevalue("redis_space")
+    return Backend(
+        kind,
+        FakeClock(),
+        lambda clock: RedisCheckpointStore.from_url(space.url, prefix=space.prefix, clock=clock),
+    )
+
+
+async def _close_all(backend: Backend) -> None:
+    for store in backend.opened:
+        await store.aclose()
+
+
+@pytest.fixture(params=KINDS)
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    made = _backend(str(request.param), request, tmp_path)
+    try:
+        yield made
+    finally:
+        await _close_all(made)
+
+
+@pytest.fixture(params=PERSISTENT_KINDS)
+async def persistent_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Backend]:
+    made = _backend(str(request.param), request, tmp_path)
+    try:
+        yield made
+    finally:
+        await _close_all(made)
+
+
+@pytest.fixture
+def store(backend: Backend) -> CheckpointStore:
+    return backend.open()
