@@ -21,9 +21,15 @@ class KeywordSearch(ABC):
         """Rank records for ``input.query`` (strategy ``None`` or ``"keyword"``).
 
         Words are OR-ed; user text is always data, never query syntax. ``input.filter``
-        applies before ``input.limit``. Scores are in [0, 1], higher for better matches (the
-        hybrid fusion reads them as calibrated: a BM25 store uses
-        ``search.keyword.calibrated``); with ``options.explain`` each hit says how it ranked.
+        applies before ``input.limit``. Scores are in [0, 1], higher for better matches, and
+        the hybrid fusion reads them as calibrated: a BM25 store reports
+        ``search.keyword.calibrated``, ``1 - exp(-bm25 / Σ idf(query terms))`` with Okapi BM25
+        (k1 1.2, b 0.75, FTS5's IDF floored just above 0) over its whole index, so one
+        ``min_score`` means the same on every store. SQLite uses FTS5's own statistics;
+        PostgreSQL computes the same formula over its ``tsvector`` and estimates a frequent
+        term's document count, the average record length and, in a large table, the record
+        count (``stores.postgres.search``). With ``options.explain`` each hit says how it
+        ranked.
 
         Args:
             input: The validated SEARCH input, ``limit`` resolved.

@@ -1,4 +1,4 @@
-"""SQL for the PostgreSQL memory store: filters, rows and the exact keyword ranking.
+"""SQL for the PostgreSQL memory store: filters, rows and orders (keyword search: ``search``).
 
 Values always travel as ``$n`` parameters. The only text spliced into SQL is the schema name
 (validated against ``^[a-z_][a-z0-9_]{0,62}$`` and quoted) and fixed fragments from this module.
@@ -25,7 +25,6 @@ __all__ = (
     "Params",
     "columns",
     "item_values",
-    "keyword_search_sql",
     "order_clause",
     "quoted_schema",
     "records",
@@ -136,25 +135,6 @@ def where_clause(filter: MemoryFilter, params: Params, schema: str) -> str:
         if bound is not None:
             parts.append(f"{column} {operator} {params.add(to_micros(bound))}")
     return " AND ".join(parts) or "TRUE"
-
-
-def keyword_search_sql(s: str, filter: MemoryFilter, params: Params, limit: int) -> str:
-    """The unplanned keyword ranking: every match of ``$1`` (``websearch_to_tsquery`` text)
-    scored by ``ts_rank_cd``, ties by id. The store runs the planned search (``search``) instead,
-    which scores the same way but only a bounded set of records; this is the exact reference it
-    is measured against (``bench/postgres_store.py``). Records are ranked and limited first, then
-    joined with their usage counters, so the join touches ``limit`` rows, not every match."""
-    where = where_clause(filter, params, s)
-    limit_mark = params.add(limit)
-    ranked = (
-        f"SELECT m.*, ts_rank_cd(m.tsv, q) AS score "
-        f"FROM {s}.memories m, websearch_to_tsquery('english', $1) q "
-        f"WHERE m.tsv @@ q AND {where} ORDER BY score DESC, m.id LIMIT {limit_mark}"
-    )
-    return (
-        f"SELECT {columns()}, m.score FROM ({ranked}) m "
-        f"LEFT JOIN {s}.memory_usage u ON u.id = m.id ORDER BY m.score DESC, m.id"
-    )
 
 
 _ORDER = {

@@ -7,9 +7,9 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 * **Writes** of a batch are one transaction (``writes``). Keyed drafts take a
   transaction-scoped advisory lock per ``(namespace, key)`` before they look for the stored
   record: concurrent writers of one key serialise instead of failing on the unique index.
-* **Keyword search** is a generated ``tsvector`` column with a GIN index, ranked with
-  ``ts_rank_cd``, OR semantics, planned by document frequency so one search scores a bounded
-  number of records (``search``). Each word becomes a ``tsquery`` through
+* **Keyword search** is a generated ``tsvector`` column with a GIN index, ranked by Okapi BM25
+  on the same calibrated scale as SQLite, OR semantics, planned by document frequency so one
+  search scores a bounded number of records (``search``). Each word becomes a ``tsquery`` through
   ``websearch_to_tsquery``: user text is never SQL and never raw tsquery syntax.
 * **Usage** counters are coalesced in memory and applied by one statement for many searches
   (``usage``): one statement per search would make every search a costly write.
@@ -270,9 +270,10 @@ class PostgresMemoryStore(
         return {"indexes_valid": bool(valid), "schema_version": int(bytes(version).decode())}
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
-        """Keyword search: ``ts_rank_cd`` of the query's words OR-ed, planned by document
-        frequency (see ``search``); filters before the limit. Scores are in [0, 1], higher is
-        better: ``rank / (rank + 1)``, PostgreSQL's own normalisation of a rank (option 32)."""
+        """Keyword search: Okapi BM25 of the query's words OR-ed, planned by document
+        frequency (see ``search``); filters before the limit. Scores are BM25 on the
+        calibrated scale (``search.keyword.calibrated``), as on SQLite: in [0, 1], higher is
+        better."""
         words, explain = keyword_request(input, "the PostgreSQL store")
         if not words:
             return []
@@ -280,9 +281,7 @@ class PostgresMemoryStore(
             hits = await keyword_search(
                 connection, self._planner, self._s, words, input.filter, input.limit or 10
             )
-        return explained(
-            [SearchHit(row_to_item(row), score / (score + 1)) for row, score in hits], explain
-        )
+        return explained([SearchHit(row_to_item(row), score) for row, score in hits], explain)
 
     # ----------------------------------------------------------------- writes
 
