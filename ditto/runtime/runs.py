@@ -140,7 +140,7 @@ async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
             # `resume` has what it needs.
             checkpoint = GraphCheckpoint(runtime.checkpoints, run_id)
             await checkpoint.begin(
-                graph_scope(graph_id), runtime._remember(plan), request.run_input, principal
+                graph_scope(graph_id), runtime._plans.remember(plan), request.run_input, principal
             )
             interrupted = {info.task_id for info in interrupts}
             await checkpoint.record_all(

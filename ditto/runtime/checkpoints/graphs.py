@@ -16,13 +16,14 @@ An interrupted task has no record: it runs again on resume, with the answer.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from ditto.contracts.result import NodeResult
-from ditto.errors import DittoError, ErrorCode
+from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.runtime.checkpoints.envelope import (
     canonical,
     digest,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from ditto.graph.plan import Plan
     from ditto.runtime.checkpoints.port import CheckpointStore
 
-__all__ = ("GraphCheckpoint", "RunStatus", "graph_scope", "plan_digest")
+__all__ = ("GraphCheckpoint", "KnownPlans", "RunStatus", "graph_scope", "plan_digest")
 
 RunStatus = Literal["running", "interrupted", "completed", "failed"]
 
@@ -76,6 +77,8 @@ class GraphCheckpoint:
     )
 
     def __init__(self, store: CheckpointStore, checkpoint_id: str) -> None:
+        if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
+            raise InvalidInputError("a checkpoint id must be a non-empty string")
         self.store = store
         self.id = checkpoint_id
         self.state: dict[str, Any] = {}
@@ -120,12 +123,24 @@ class GraphCheckpoint:
             decoder = self._decoders[node_type] = msgspec.json.Decoder(NodeResult[output])  # type: ignore[valid-type]
         return decoder
 
-    def check(self, plan: Plan, scope: str, digest_of_plan: str, run_input: Any) -> None:
-        """Refuse a checkpoint of another plan, graph or input.
+    async def load_existing(self, contracts: NodeTypeRegistry) -> None:
+        """:meth:`load`, for a checkpoint that must exist.
+
+        Raises:
+            DittoError: ``CHECKPOINT_NOT_FOUND``, or as :meth:`load`.
+        """
+        if not await self.load(contracts):
+            raise DittoError(
+                f"no checkpoint has id {self.id!r}", code=ErrorCode.CHECKPOINT_NOT_FOUND
+            )
+
+    def check(self, plan: Plan, digest_of_plan: str, run_input: Any, principal: str | None) -> None:
+        """Refuse a checkpoint of another plan, graph, input or principal.
 
         Raises:
             DittoError: ``CHECKPOINT_MISMATCH``.
         """
+        scope = graph_scope(plan.graph_id)
         if self.state.get("scope", scope) != scope or self.state.get("plan") != digest_of_plan:
             raise mismatch(
                 f"checkpoint {self.id!r} belongs to another plan: the tasks, dependencies or "
@@ -133,6 +148,8 @@ class GraphCheckpoint:
             )
         if canonical(run_input) != canonical(self.run_input):
             raise mismatch(f"checkpoint {self.id!r} was written for another run input")
+        if self.principal != principal:
+            raise mismatch(f"checkpoint {self.id!r} was written for another principal")
         known = {task.id for task in plan.tasks}
         strangers = sorted(self.finished.keys() - known)
         if strangers:
@@ -185,6 +202,40 @@ class GraphCheckpoint:
     async def _save(self, scope: str) -> None:
         self._version += 1
         await self.store.save(self.id, scope, seal_envelope(scope, self._version, self.state))
+
+
+class KnownPlans:
+    """The plans a runtime ran with a checkpoint, by digest (the newest ``size``), so that
+    ``resume`` in the same process needs no ``plan=``."""
+
+    __slots__ = ("_plans", "_size")
+
+    def __init__(self, size: int = 256) -> None:
+        self._plans: OrderedDict[str, Plan] = OrderedDict()
+        self._size = size
+
+    def remember(self, plan: Plan) -> str:
+        """The plan's digest; the plan is kept."""
+        digest_of_plan = plan_digest(plan)
+        self._plans[digest_of_plan] = plan
+        self._plans.move_to_end(digest_of_plan)
+        while len(self._plans) > self._size:
+            self._plans.popitem(last=False)
+        return digest_of_plan
+
+    def of(self, checkpoint: GraphCheckpoint) -> Plan:
+        """The plan ``checkpoint`` was written by.
+
+        Raises:
+            InvalidInputError: This process has not run it (``resume`` needs ``plan=``).
+        """
+        plan = self._plans.get(str(checkpoint.state.get("plan")))
+        if plan is None:
+            raise InvalidInputError(
+                f"checkpoint {checkpoint.id!r} is a run of a plan this process has not run: "
+                "pass plan="
+            )
+        return plan
 
 
 class _NodeOnly(msgspec.Struct):

@@ -151,8 +151,12 @@ class RedisCheckpointStore:
 
         Raises:
             CheckpointError: ``INVALID_INPUT`` for a malformed URL (the message does not
-                repeat it).
+                repeat it) or a ``max_connections`` below 1.
         """
+        if type(max_connections) is not int or max_connections < 1:
+            raise CheckpointError(
+                CheckpointErrorCode.INVALID_INPUT, "max_connections must be a positive integer"
+            )
         try:
             pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
         except (ValueError, TypeError) as exc:

@@ -79,9 +79,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS checkpoint_records_order
 """Idempotent: every connection runs it when it opens, so the first one to open a new file
 (writer or reader, this process or another) creates the tables.
 
-No index covers ``updated_at``: every append moves it, and keeping it indexed made a lone
-append's commit write two more pages (about a quarter of its cost). ``list`` sorts instead —
-the rows of one scope (by ``checkpoints_by_scope``), or every row without a scope filter."""
+No index covers ``updated_at``: every append moves it, and two indexes on it made each commit
+write two more pages (measured 10–15 µs of a lone append's ~80 µs). ``list`` sorts instead:
+the rows of one scope (found by ``checkpoints_by_scope``), or every row without a filter."""
 
 _SAVE = (
     "INSERT INTO checkpoints (id, scope, envelope, updated_at) VALUES (?, ?, ?, ?) "
@@ -270,8 +270,10 @@ class _Writer:
                 connection.executemany(_TOUCH, touched.values())
             connection.execute("COMMIT")
         except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
+            # A failed ROLLBACK (the connection is broken) must not hide the real failure.
+            with contextlib.suppress(sqlite3.Error):
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
             raise
         return outcomes
 

@@ -11,12 +11,14 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ditto.runtime.checkpoints import CheckpointError, SqliteCheckpointStore
+from tests.runtime.checkpoints.conftest import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -58,6 +60,23 @@ async def _child_appends(path: Path, count: int, then: str) -> tuple[str, int]:
             if child.returncode is None:
                 child.kill()
     return line, status
+
+
+class GatedClock(FakeClock):
+    """A clock that can hold the writer thread inside its transaction (it reads the clock
+    there), so the test knows exactly which jobs queue up behind it and commit together."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = threading.Event()
+        self.open.set()
+        self.entered = threading.Event()
+
+    def __call__(self) -> float:
+        if not self.open.is_set():
+            self.entered.set()
+            self.open.wait(30)
+        return super().__call__()
 
 
 def _writer_threads() -> list[threading.Thread]:
@@ -201,3 +220,65 @@ async def test_the_writer_thread_ends_on_close_and_on_garbage_collection(tmp_pat
     gc.collect()
     orphan.join(timeout=10)  # returns as soon as the thread ends
     assert not orphan.is_alive()
+
+
+async def test_one_batch_answers_each_job_in_queue_order(tmp_path: Path) -> None:
+    """Jobs queued while the writer is busy commit in one transaction, each seeing the effects
+    of the jobs before it: a delete hides the records appended just before it, a save after an
+    append moves ``updated_at`` again, and a job that fails fails alone."""
+    clock = GatedClock()
+    store = SqliteCheckpointStore(tmp_path / "cp.sqlite", clock=clock)
+    outcomes: dict[str, object] = {}
+
+    async def run(name: str, call: Any) -> None:
+        try:
+            outcomes[name] = await call
+        except CheckpointError as exc:
+            outcomes[name] = exc.code
+
+    try:
+        await store.save("run", "graph:g", b"")
+        await store.append("run", [("r0", b"0")])
+        await store.save("other", "graph:o", b"")
+        clock.open.clear()
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, "blocker", store.save("blocker", "graph:b", b""))
+            await anyio.to_thread.run_sync(clock.entered.wait, 30)  # the writer is held
+            start = clock.now
+            for name, call in (
+                ("append other", store.append("other", [("w", b"")])),
+                ("append run", store.append("run", [("a", b"1")])),
+                ("save run", store.save("run", "graph:g2", b"env2")),
+                ("delete other", store.delete("other")),
+                ("append deleted", store.append("other", [("x", b"")])),
+                ("save other", store.save("other", "graph:o", b"")),
+                ("append new other", store.append("other", [("y", b"2")])),
+            ):
+                group.start_soon(run, name, call)
+            await anyio.wait_all_tasks_blocked()  # every job is queued behind the blocker
+            clock.open.set()
+        assert outcomes == {
+            "blocker": None,
+            "append other": None,
+            "append run": None,
+            "save run": None,
+            "delete other": True,
+            "append deleted": "CHECKPOINT_NOT_FOUND",
+            "save other": None,
+            "append new other": None,
+        }
+        run_checkpoint = await store.load("run")
+        assert run_checkpoint is not None
+        assert run_checkpoint.records == (("r0", b"0"), ("a", b"1"))
+        assert (run_checkpoint.scope, run_checkpoint.envelope) == ("graph:g2", b"env2")
+        # Clock readings in job order: blocker, append other, append run, save run, save
+        # other, append new other (a delete and a failed append read none).
+        assert run_checkpoint.updated_at == start + 3
+        other = await store.load("other")
+        assert other is not None
+        assert (other.records, other.updated_at) == ((("y", b"2"),), start + 5)
+        infos = {info.id: info.records for info in await store.list()}
+        assert infos == {"run": 2, "other": 1, "blocker": 0}
+    finally:
+        clock.open.set()
+        await store.aclose()
