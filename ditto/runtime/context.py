@@ -33,6 +33,7 @@ class NodeContext:
     __slots__ = (
         "_answer",
         "_runtime",
+        "attempt",
         "deadline",
         "execution",
         "execution_id",
@@ -51,9 +52,13 @@ class NodeContext:
         principal: str | None,
         deadline: float | None,
         answer: Any = NO_ANSWER,
+        attempt: int = 1,
     ) -> None:
         self._runtime = runtime
         self._answer = answer
+        self.attempt = attempt
+        """1 for a first delivery; a remote worker that takes over the call of a worker that
+        died runs it again with ``attempt`` + 1 (at-least-once delivery)."""
         self.node = node
         """The node type being run."""
         self.execution_id = execution_id

@@ -20,6 +20,7 @@ from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
 from ditto.runtime.context import NO_ANSWER, ExecutionScope, NodeContext
 from ditto.runtime.deadlines import CURRENT, arm
+from ditto.runtime.remote import call_remote
 
 if TYPE_CHECKING:
     from ditto.runtime.router import Route
@@ -77,19 +78,24 @@ async def invoke_route(
     worker: str | None,
     execution: ExecutionScope | None,
     answer: Any = NO_ANSWER,
+    attempt: int = 1,
+    execution_id: str | None = None,
 ) -> NodeResult[Any]:
     """Run one invocation of ``route``'s node type and wrap the outcome.
 
     Args:
         deadline: Absolute time on the event loop's clock (``loop.time()``).
         answer: What ``runtime.resume`` answered, when this call resumes an interrupted task.
+        attempt: How many times this call was delivered (a remote worker's redelivery).
+        execution_id: The id to report (a remote call keeps its caller's); default a new one.
 
     Returns a ``NodeResult`` for every outcome of the *node*: invalid input, no capacity, a
     handler error, a deadline, a cancellation from inside. The *caller's* cancellation is not an
     outcome of the node: it propagates unchanged.
     """
     started = perf_counter()
-    execution_id = new_execution_id()
+    if execution_id is None:
+        execution_id = new_execution_id()
     node = route.node_type
     contract = route.contract
     try:
@@ -103,12 +109,16 @@ async def invoke_route(
     now = loop.time()
     if deadline <= now:
         return _timed_out(execution_id, node, replica_id, started)
+    if replica.transport is not None:
+        return await call_remote(
+            replica, route, node_input, execution_id, deadline, principal, execution, started
+        )
     task = asyncio.current_task()
     assert task is not None, "invoke runs inside an asyncio task"
     cancelling = task.cancelling()
     timer = arm(loop, task, deadline, now)
     ctx = NodeContext(
-        runtime, node, execution_id, replica_id, execution, principal, deadline, answer
+        runtime, node, execution_id, replica_id, execution, principal, deadline, answer, attempt
     )
     replica.active += 1
     error: ErrorInfo | None = None

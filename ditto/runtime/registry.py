@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ditto.contracts.node_types import NodeTypeRegistry
+from ditto.contracts.node_types import NodeContract, NodeTypeRegistry
 from ditto.errors import UnknownNodeError, WorkerDefinitionError
 from ditto.runtime.router import Replica, Route, WorkerInfo
 from ditto.runtime.worker import WorkerDefinition
+
+if TYPE_CHECKING:
+    from ditto.runtime.transports.port import Transport
 
 __all__ = ("WorkerHandle", "WorkerRegistry")
 
@@ -84,6 +88,36 @@ class WorkerRegistry:
         if not any(known is worker for known in self.definitions):
             self.definitions.append(worker)
         return WorkerHandle(created)
+
+    def register_remote(
+        self,
+        nodes: Iterable[str | NodeContract],
+        *,
+        transport: Transport,
+        concurrency: int | None,
+        id: str,
+    ) -> WorkerHandle:
+        """Add a remote pool (see :meth:`Ditto.register_remote`)."""
+        from ditto.runtime.remote import remote_definition
+
+        if not isinstance(id, str) or not id.strip():
+            raise WorkerDefinitionError("a worker id must be a non-empty string")
+        if id in self.replicas:
+            raise WorkerDefinitionError(f"worker id {id!r} is already registered")
+        definition = remote_definition(nodes, self.contracts, transport, concurrency)
+        for bound in definition.nodes.values():
+            self.contracts.check(bound.contract)
+        for bound in definition.nodes.values():
+            self.contracts.add(bound.contract)
+        pool = Replica(id, definition, transport)
+        self.replicas[id] = pool
+        for node_type, bound in definition.nodes.items():
+            route = self.routes.get(node_type)
+            if route is None:
+                route = self.routes[node_type] = Route(bound.contract)
+            route.add(pool, bound.handler)
+        self.definitions.append(definition)
+        return WorkerHandle([pool])
 
     def _replica_ids(self, worker_type: str, replicas: int, given: str | None) -> list[str]:
         if given is not None:

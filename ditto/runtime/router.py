@@ -2,31 +2,45 @@
 
 Routing is fail-fast: an available replica with free capacity is chosen round-robin per node
 type; a pinned replica is honoured with no fallback; when nothing has capacity the call fails at
-once with ``NO_WORKER_AVAILABLE`` (the runtime is not a queue).
+once with ``NO_WORKER_AVAILABLE`` (the runtime is not a queue). Replicas in this process rank
+before remote ones (the reference's rank): a remote pool is used only when no local replica of
+the node type has free capacity.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ditto.contracts.node_types import NodeContract
 from ditto.errors import NoWorkerAvailableError, UnknownWorkerError
 from ditto.runtime.worker import Handler, WorkerDefinition
 
+if TYPE_CHECKING:
+    from ditto.runtime.transports.port import Transport
+
 __all__ = ("Replica", "Route", "WorkerInfo")
 
 
 class Replica:
-    """One registered instance of a worker definition, with its own capacity."""
+    """One registered instance of a worker definition, with its own capacity; or, with a
+    ``transport``, the pool of remote workers reached through it (``limit`` then caps this
+    runtime's calls in flight to them)."""
 
-    __slots__ = ("active", "available", "definition", "id", "limit")
+    __slots__ = ("active", "available", "definition", "id", "limit", "transport")
 
-    def __init__(self, replica_id: str, definition: WorkerDefinition) -> None:
+    def __init__(
+        self,
+        replica_id: str,
+        definition: WorkerDefinition,
+        transport: Transport | None = None,
+    ) -> None:
         self.id = replica_id
         self.definition = definition
         self.limit = definition.concurrency
         self.active = 0
         self.available = True
+        self.transport = transport
 
     def has_capacity(self) -> bool:
         return self.available and (self.limit is None or self.active < self.limit)
@@ -35,18 +49,21 @@ class Replica:
 class Route:
     """Everything needed to run one node type: its contract and the replicas implementing it."""
 
-    __slots__ = ("_cursor", "by_id", "contract", "handlers", "node_type", "replicas")
+    __slots__ = ("_cursor", "by_id", "contract", "handlers", "node_type", "remote", "replicas")
 
     def __init__(self, contract: NodeContract) -> None:
         self.node_type = contract.node_type
         self.contract = contract
         self.replicas: list[Replica] = []
+        """Replicas in this process."""
+        self.remote: list[Replica] = []
+        """Remote pools (replicas with a transport), used when no local replica has room."""
         self.by_id: dict[str, Replica] = {}
         self.handlers: dict[str, Handler] = {}
         self._cursor = 0
 
     def add(self, replica: Replica, handler: Handler) -> None:
-        self.replicas.append(replica)
+        (self.replicas if replica.transport is None else self.remote).append(replica)
         self.by_id[replica.id] = replica
         self.handlers[replica.id] = handler
 
@@ -76,14 +93,17 @@ class Route:
             only = replicas[0]
             if only.available and (only.limit is None or only.active < only.limit):
                 return only
-            raise NoWorkerAvailableError(self.node_type)
-        start = self._cursor
-        for offset in range(count):
-            index = (start + offset) % count
-            replica = replicas[index]
-            if replica.has_capacity():
-                self._cursor = (index + 1) % count
-                return replica
+        elif count:
+            start = self._cursor
+            for offset in range(count):
+                index = (start + offset) % count
+                replica = replicas[index]
+                if replica.has_capacity():
+                    self._cursor = (index + 1) % count
+                    return replica
+        for pool in self.remote:
+            if pool.has_capacity():
+                return pool
         raise NoWorkerAvailableError(self.node_type)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections import OrderedDict
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -18,15 +17,13 @@ import anyio
 
 from ditto.contracts.result import NodeResult
 from ditto.errors import (
-    DittoError,
-    ErrorCode,
     InvalidInputError,
     RuntimeClosedError,
     WorkerCleanupError,
 )
 from ditto.graph.builder import Graph
 from ditto.graph.plan import Plan
-from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope, plan_digest
+from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
 from ditto.runtime.invocation import invoke_route
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
@@ -39,14 +36,13 @@ from ditto.runtime.worker import WorkerDefinition
 
 if TYPE_CHECKING:
     from ditto.config.settings import Settings
+    from ditto.contracts.node_types import NodeContract
     from ditto.runtime.checkpoints.port import CheckpointStore
     from ditto.runtime.loops import LoopDefinition, LoopObserver
     from ditto.runtime.streams import RunStream
+    from ditto.runtime.transports.port import Transport
 
 __all__ = ("Ditto", "WorkerHandle", "create_ditto")
-
-_KNOWN_PLANS = 256
-"""Plans remembered by digest, so ``resume`` in the same process needs no ``plan=``."""
 
 
 class Ditto:
@@ -70,7 +66,7 @@ class Ditto:
         """The scheduling limits in force (``runtime:`` of the settings)."""
         self._registry = WorkerRegistry()
         self._checkpoints = checkpoints
-        self._plans: OrderedDict[str, Plan] = OrderedDict()
+        self._plans = KnownPlans()
         self._default_timeout = self.limits.timeout_ms / 1000.0
         self._inflight = 0
         self._drained: anyio.Event | None = None
@@ -138,6 +134,39 @@ class Ditto:
         if self._closing:
             raise RuntimeClosedError()
         return self._registry.register(worker, replicas=replicas, id=id)
+
+    def register_remote(
+        self,
+        node_types: Iterable[str | NodeContract],
+        *,
+        transport: Transport,
+        concurrency: int | None = None,
+        id: str = "remote",
+    ) -> WorkerHandle:
+        """Route ``node_types`` to workers in other processes through ``transport`` (e.g. a
+        :class:`~ditto.runtime.transports.redis_streams.RedisStreamsTransport` served by
+        ``ditto worker serve``) whenever no local replica has free capacity.
+
+        ``invoke``, ``run`` and ``ctx.invoke`` are unchanged; a result's ``worker_id`` names
+        the remote worker that ran it. Inputs are validated here before anything is sent, so a
+        node type given as a :class:`NodeContract` (or already registered locally) is checked
+        on both sides; a bare string is checked by the worker only. The runtime closes the
+        transport when it closes.
+
+        Args:
+            node_types: Node type names or contracts.
+            transport: The engine to reach the workers.
+            concurrency: Most calls this runtime has in flight to the pool at once.
+            id: The pool's id (usable as a ``worker=`` pin).
+
+        Raises:
+            WorkerDefinitionError: No or invalid node types, a bad concurrency, a duplicate id.
+        """
+        if self._closing:
+            raise RuntimeClosedError()
+        return self._registry.register_remote(
+            node_types, transport=transport, concurrency=concurrency, id=id
+        )
 
     def workers(self) -> list[WorkerInfo]:
         """A snapshot of every replica: id, type, node types, availability and load."""
@@ -229,8 +258,11 @@ class Ditto:
         worker: str | None,
         execution: ExecutionScope | None,
         outer_deadline: float | None,
+        attempt: int = 1,
+        execution_id: str | None = None,
     ) -> NodeResult[Any]:
-        """A nested call (``ctx.invoke``): accepted even while the runtime drains."""
+        """A nested call (``ctx.invoke``), or a remote worker running a call it received:
+        accepted even while the runtime drains."""
         route, deadline = self._prepare(node_type, timeout, worker, outer_deadline)
         return await invoke_route(
             self,
@@ -240,6 +272,8 @@ class Ditto:
             principal=principal,
             worker=worker,
             execution=execution,
+            attempt=attempt,
+            execution_id=execution_id,
         )
 
     # ----------------------------------------------------------------- run
@@ -325,28 +359,17 @@ class Ditto:
         """
         if self._closing:
             raise RuntimeClosedError()
-        state = GraphCheckpoint(self.checkpoints, _checked_id(checkpoint_id))
-        if not await state.load(self._registry.contracts):
-            raise DittoError(
-                f"no checkpoint has id {checkpoint_id!r}", code=ErrorCode.CHECKPOINT_NOT_FOUND
-            )
-        if plan is None:
-            known = self._plans.get(str(state.state.get("plan")))
-            if known is None:
-                raise InvalidInputError(
-                    f"checkpoint {checkpoint_id!r} is a run of a plan this process has not run: "
-                    "pass plan="
-                )
-            plan_graph: Graph | Plan = known
-        else:
-            plan_graph = plan
-        request = self._request(plan_graph, state.run_input, concurrency, timeout, state.principal)
-        state.check(
-            request.plan,
-            graph_scope(request.plan.graph_id),
-            self._remember(request.plan),
-            state.run_input,
+        state = GraphCheckpoint(self.checkpoints, checkpoint_id)
+        await state.load_existing(self._registry.contracts)
+        run_input, principal = state.run_input, state.principal
+        request = self._request(
+            self._plans.of(state) if plan is None else plan,
+            run_input,
+            concurrency,
+            timeout,
+            principal,
         )
+        state.check(request.plan, self._plans.remember(request.plan), run_input, principal)
         request.checkpoint = state
         if state.status == "completed":
             return stored_result(request.plan, state)
@@ -458,28 +481,15 @@ class Ditto:
     async def _open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint:
         """The run's checkpoint: the existing one (checked against this run) or a new one."""
         plan = request.plan
-        scope = graph_scope(plan.graph_id)
-        digest = self._remember(plan)
-        state = GraphCheckpoint(self.checkpoints, _checked_id(checkpoint_id))
+        digest = self._plans.remember(plan)
+        state = GraphCheckpoint(self.checkpoints, checkpoint_id)
         if await state.load(self._registry.contracts):
-            state.check(plan, scope, digest, request.run_input)
-            if state.principal != request.principal:
-                raise DittoError(
-                    f"checkpoint {checkpoint_id!r} was written for another principal",
-                    code=ErrorCode.CHECKPOINT_MISMATCH,
-                )
+            state.check(plan, digest, request.run_input, request.principal)
         else:
-            await state.begin(scope, digest, request.run_input, request.principal)
+            await state.begin(
+                graph_scope(plan.graph_id), digest, request.run_input, request.principal
+            )
         return state
-
-    def _remember(self, plan: Plan) -> str:
-        """The plan's digest; the plan is kept (a bounded few) so ``resume`` can find it."""
-        digest = plan_digest(plan)
-        self._plans[digest] = plan
-        self._plans.move_to_end(digest)
-        while len(self._plans) > _KNOWN_PLANS:
-            self._plans.popitem(last=False)
-        return digest
 
     async def _execute(
         self, request: RunRequest, observe: ResultObserver | None = None
@@ -558,12 +568,6 @@ class Ditto:
                 raise self._close_error
         finally:
             closed.set()
-
-
-def _checked_id(checkpoint_id: object) -> str:
-    if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
-        raise InvalidInputError("a checkpoint id must be a non-empty string")
-    return checkpoint_id
 
 
 def _seconds(value: float, name: str) -> float:

@@ -1,0 +1,157 @@
+"""Node types served by workers in other processes: the pool a runtime routes to when no local
+replica has room, and one call through it, from validated input to ``NodeResult``.
+
+The input was validated by the caller (``invoke_route`` converts it before routing), so
+``INVALID_INPUT`` never crosses the wire; the worker validates it again. The output is decoded
+with this side's contract, so a worker cannot hand the caller an off-contract value. A call that
+times out here, or is cancelled, sends a cancel notice; whatever the worker did meanwhile is not
+rolled back (as for any timeout, the outcome on the worker is unknown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from time import perf_counter
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ditto.contracts.node_types import NodeContract
+from ditto.contracts.result import NodeResult
+from ditto.errors import (
+    DittoError,
+    ErrorCode,
+    ErrorInfo,
+    NoWorkerAvailableError,
+    WorkerDefinitionError,
+)
+from ditto.runtime.transports.envelope import CallEnvelope
+from ditto.runtime.worker import BoundNode, WorkerDefinition
+
+if TYPE_CHECKING:
+    from ditto.contracts.node_types import NodeTypeRegistry
+    from ditto.runtime.context import ExecutionScope, NodeContext
+    from ditto.runtime.router import Replica, Route
+    from ditto.runtime.transports.port import Transport
+
+__all__ = ("call_remote", "remote_definition")
+
+_TIMEOUT = ErrorInfo(
+    ErrorCode.TIMEOUT.value, "the remote node did not reply before its deadline", True
+)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def remote_definition(
+    nodes: Iterable[str | NodeContract],
+    contracts: NodeTypeRegistry,
+    transport: Transport,
+    concurrency: int | None,
+) -> WorkerDefinition:
+    """The worker definition standing for a remote pool: its contracts (given, else the one
+    already registered for the node type, else unchecked), and the transport closed with the
+    runtime.
+
+    Raises:
+        WorkerDefinitionError: No node types, or an invalid one.
+    """
+    bound: dict[str, BoundNode] = {}
+    for node in nodes:
+        if isinstance(node, NodeContract):
+            contract = node
+        elif isinstance(node, str):
+            contract = contracts.get(node) or NodeContract(node)
+        else:
+            raise WorkerDefinitionError("remote node types are strings or NodeContracts")
+        bound[contract.node_type] = BoundNode(contract, _never_local)
+    if not bound:
+        raise WorkerDefinitionError("register_remote needs at least one node type")
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise WorkerDefinitionError("concurrency must be a positive integer or None")
+    return WorkerDefinition("remote", MappingProxyType(bound), concurrency, transport.aclose)
+
+
+async def _never_local(value: Any, ctx: NodeContext) -> Any:  # pragma: no cover - routing
+    raise AssertionError("a remote pool's calls go through its transport")
+
+
+async def call_remote(
+    replica: Replica,
+    route: Route,
+    node_input: Any,
+    execution_id: str,
+    deadline: float,
+    principal: str | None,
+    execution: ExecutionScope | None,
+    started: float,
+) -> NodeResult[Any]:
+    """One call through ``replica``'s transport (``deadline`` on the event loop's clock)."""
+    transport = replica.transport
+    assert transport is not None
+    node = route.node_type
+    remaining = deadline - asyncio.get_running_loop().time()
+    envelope = CallEnvelope(
+        execution_id,
+        node,
+        msgspec.Raw(_encode(node_input)),
+        time.time() + remaining,
+        principal,
+        None if execution is None else (execution[0], execution[1], execution[2]),
+        1,
+        transport.reply_to,
+    )
+    replica.active += 1
+    try:
+        reply = await transport.call(envelope, remaining)
+    except TimeoutError:
+        return _result(execution_id, node, "timeout", None, _TIMEOUT, replica.id, started)
+    except (NoWorkerAvailableError, DittoError) as exc:
+        return _result(execution_id, node, "failed", None, exc.to_info(), replica.id, started)
+    finally:
+        replica.active -= 1
+    output = None
+    error = reply.error
+    if reply.status == "success":
+        try:
+            output = msgspec.msgpack.decode(reply.output, type=route.contract.output_type)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return _result(
+                execution_id,
+                node,
+                "failed",
+                None,
+                ErrorInfo(
+                    ErrorCode.INVALID_OUTPUT.value,
+                    f"the remote worker's {node} output does not match its contract",
+                ),
+                reply.worker_id,
+                started,
+            )
+    elif error is None:
+        error = ErrorInfo(ErrorCode.INTERNAL_ERROR.value, f"the remote node ended {reply.status}")
+    return _result(execution_id, node, reply.status, output, error, reply.worker_id, started)
+
+
+def _result(
+    execution_id: str,
+    node: str,
+    status: Any,
+    output: Any,
+    error: ErrorInfo | None,
+    worker_id: str,
+    started: float,
+) -> NodeResult[Any]:
+    return NodeResult(
+        execution_id,
+        node,
+        status,
+        output,
+        error,
+        worker_id,
+        (perf_counter() - started) * 1000.0,
+    )

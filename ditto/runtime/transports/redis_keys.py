@@ -1,0 +1,78 @@
+"""Key names and Lua scripts shared by the Redis Streams caller and worker.
+
+Everything lives under one prefix (default ``ditto:``):
+
+* ``{prefix}calls:{node type}`` — a stream of sealed calls, read by the consumer group
+  ``workers``. A worker deletes an entry once it has replied, so the stream's length is the
+  number of calls waiting or running: the send script refuses a call over the cap.
+* ``{prefix}replies:{caller id}`` — a stream of sealed replies per runtime.
+* ``{prefix}nodes:{node type}`` — a sorted set: worker id -> when its heartbeat expires (in the
+  Redis server's milliseconds, so callers and workers never compare their own clocks).
+* ``{prefix}worker:{worker id}`` — the worker's self-description, expiring with its heartbeat.
+* ``{prefix}cancel`` — a pub/sub channel of abandoned execution ids.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "GROUP",
+    "HEARTBEAT_SCRIPT",
+    "SEND_SCRIPT",
+    "calls_key",
+    "cancel_channel",
+    "nodes_key",
+    "replies_key",
+    "worker_key",
+    "worker_pattern",
+)
+
+GROUP = "workers"
+
+SEND_SCRIPT = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if redis.call('ZCOUNT', KEYS[2], now_ms, '+inf') == 0 then return 'NO_WORKER' end
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'FULL' end
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
+return 'OK'
+"""
+"""KEYS: the calls stream, the node type's live-worker set. ARGV: the pending cap, the sealed
+call. One round trip answers "is anyone alive", "is there room" and sends."""
+
+HEARTBEAT_SCRIPT = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+for i = 2, #KEYS do
+  redis.call('ZADD', KEYS[i], now_ms + ttl, ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now_ms)
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl)
+return now_ms
+"""
+"""KEYS: the worker key, then each served node type's live-worker set. ARGV: worker id, TTL in
+ms, the worker's description. Returns the server's time in ms."""
+
+
+def calls_key(prefix: str, node_type: str) -> str:
+    return f"{prefix}calls:{node_type}"
+
+
+def replies_key(prefix: str, caller_id: str) -> str:
+    return f"{prefix}replies:{caller_id}"
+
+
+def nodes_key(prefix: str, node_type: str) -> str:
+    return f"{prefix}nodes:{node_type}"
+
+
+def worker_key(prefix: str, worker_id: str) -> str:
+    return f"{prefix}worker:{worker_id}"
+
+
+def worker_pattern(prefix: str) -> str:
+    return f"{prefix}worker:*"
+
+
+def cancel_channel(prefix: str) -> str:
+    return f"{prefix}cancel"

@@ -1,0 +1,237 @@
+"""The caller's side of remote workers over Redis Streams.
+
+A call is one Lua script (``SEND_SCRIPT``): it fails fast when no live worker serves the node
+type (``NO_WORKER_AVAILABLE``, decided on the Redis server's clock) or when too many calls are
+waiting (``QUEUE_FULL``), and otherwise adds the sealed call to the node type's stream. Workers
+read it through a consumer group; one of them replies on this runtime's reply stream, which a
+single listener task reads and hands to the waiting call by execution id. The first reply for an
+execution id wins; a later one (a redelivered call that also finished) is dropped.
+
+A call that times out or is cancelled publishes a cancel notice; a worker running it cancels its
+handler (best effort: it may already have finished). Redis errors are ``TRANSPORT_UNAVAILABLE``
+(retryable) and never outlast the call's deadline; the listener reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any, Self
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from ditto.errors import DittoError, ErrorCode, NoWorkerAvailableError
+from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signer
+from ditto.runtime.transports.redis_keys import (
+    SEND_SCRIPT,
+    calls_key,
+    cancel_channel,
+    nodes_key,
+    replies_key,
+)
+
+__all__ = ("DEFAULT_MAX_PENDING", "RedisStreamsTransport", "transport_errors", "unavailable")
+
+logger = logging.getLogger("ditto.remote")
+
+DEFAULT_MAX_PENDING = 10_000
+"""Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
+_LISTEN_BLOCK_MS = 1_000
+_RECONNECT_DELAY = 0.2
+
+
+def unavailable() -> DittoError:
+    # Never the driver's text: it can carry the host and, with some URLs, credentials.
+    return DittoError(
+        "the remote-worker transport (Redis) is unreachable",
+        code=ErrorCode.TRANSPORT_UNAVAILABLE,
+        retryable=True,
+    )
+
+
+@contextlib.contextmanager
+def transport_errors() -> Iterator[None]:
+    """Redis failures as ``TRANSPORT_UNAVAILABLE``, the driver's exception kept as the cause."""
+    try:
+        yield
+    except (redis_errors.RedisError, OSError) as exc:
+        raise unavailable() from exc
+
+
+class RedisStreamsTransport:
+    """Send calls to remote workers and wait for their replies (one per runtime).
+
+    Args:
+        client: A ``redis.asyncio.Redis`` with ``decode_responses=False``.
+        signer: Seals calls and opens replies (``Signer.from_environment()``).
+        prefix: Key prefix shared with the workers (``ditto worker serve --prefix``).
+        max_pending: Calls of one node type waiting or running at once (the stream's cap).
+        owns_client: Close ``client`` in :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        signer: Signer,
+        *,
+        prefix: str = "ditto:",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self._signer = signer
+        self._prefix = prefix
+        self._max_pending = max_pending
+        self._owns_client = owns_client
+        self._id = uuid.uuid4().hex
+        self._reply_to = replies_key(prefix, self._id)
+        self._send = client.register_script(SEND_SCRIPT)
+        self._waiting: dict[str, asyncio.Future[ReplyEnvelope]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._notices: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        signer: Signer | None = None,
+        *,
+        prefix: str = "ditto:",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        max_connections: int = 64,
+    ) -> Self:
+        """A transport with its own connection pool for ``url`` (closed by :meth:`aclose`); no
+        connection is opened before the first call. More than ``max_connections`` calls at once
+        wait for a connection (within their deadlines) instead of failing."""
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            decode_responses=False,
+            max_connections=max_connections,
+            timeout=None,
+            socket_connect_timeout=2.0,
+            health_check_interval=10,
+        )
+        client = aioredis.Redis(connection_pool=pool)
+        return cls(
+            client,
+            signer or Signer.from_environment(),
+            prefix=prefix,
+            max_pending=max_pending,
+            owns_client=True,
+        )
+
+    @property
+    def reply_to(self) -> str:
+        return self._reply_to
+
+    async def call(self, envelope: CallEnvelope, timeout: float) -> ReplyEnvelope:
+        if self._closed:
+            raise unavailable()
+        sealed = self._signer.seal(envelope)
+        self._start_listening()
+        waiter: asyncio.Future[ReplyEnvelope] = asyncio.get_running_loop().create_future()
+        execution_id = envelope.execution_id
+        self._waiting[execution_id] = waiter
+        sent = False
+        try:
+            async with asyncio.timeout(timeout):
+                with transport_errors():
+                    outcome = await self._send(
+                        keys=[
+                            calls_key(self._prefix, envelope.node_type),
+                            nodes_key(self._prefix, envelope.node_type),
+                        ],
+                        args=[self._max_pending, sealed],
+                    )
+                if outcome == b"NO_WORKER":
+                    raise NoWorkerAvailableError(envelope.node_type)
+                if outcome == b"FULL":
+                    raise DittoError(
+                        f"{self._max_pending:,} calls of {envelope.node_type} are already "
+                        "waiting for a remote worker",
+                        code=ErrorCode.QUEUE_FULL,
+                        retryable=True,
+                    )
+                sent = True
+                return await waiter
+        except BaseException:
+            if sent and not waiter.done():
+                self._notify_cancel(execution_id)
+            raise
+        finally:
+            self._waiting.pop(execution_id, None)
+
+    async def cancel(self, execution_id: str) -> None:
+        try:
+            await self._client.publish(cancel_channel(self._prefix), execution_id)
+        except (redis_errors.RedisError, OSError):
+            logger.debug("could not publish the cancel notice of %s", execution_id)
+
+    def _notify_cancel(self, execution_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self.cancel(execution_id))
+        self._notices.add(task)  # referenced until it finishes
+        task.add_done_callback(self._notices.discard)
+
+    # ----------------------------------------------------------------- replies
+
+    def _start_listening(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(
+                self._listen(), name=f"ditto-replies-{self._id[:8]}"
+            )
+
+    async def _listen(self) -> None:
+        """Read this runtime's reply stream for as long as the transport lives."""
+        last = b"0-0"
+        while not self._closed:
+            answer: Any
+            try:
+                answer = await self._client.xread(
+                    {self._reply_to: last}, count=512, block=_LISTEN_BLOCK_MS
+                )
+            except asyncio.CancelledError:
+                raise
+            except (redis_errors.RedisError, OSError):
+                # Waiting calls fail by their own deadlines; keep trying to reconnect.
+                await asyncio.sleep(_RECONNECT_DELAY)
+                continue
+            if not answer:
+                continue
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = answer[0][1]
+            for entry_id, fields in entries:
+                last = entry_id
+                self._deliver(fields.get(b"e", b""))
+            with contextlib.suppress(redis_errors.RedisError, OSError):
+                await self._client.xdel(self._reply_to, *(entry_id for entry_id, _ in entries))
+
+    def _deliver(self, sealed: bytes) -> None:
+        try:
+            reply: ReplyEnvelope = self._signer.open(sealed, ReplyEnvelope)
+        except DittoError as exc:
+            logger.warning("dropped a reply on %s: %s", self._reply_to, exc.message)
+            return
+        waiter = self._waiting.get(reply.execution_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(reply)  # a duplicate (a redelivered call) finds it done: dropped
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(unavailable())
+        with contextlib.suppress(redis_errors.RedisError, OSError):
+            await self._client.delete(self._reply_to)
+        if self._owns_client:
+            await self._client.aclose()
+            await self._client.connection_pool.disconnect()
