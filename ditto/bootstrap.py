@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
 from ditto.config import Settings, load_config
+from ditto.contracts.node_types import NodeContract
 from ditto.runtime.runtime import Ditto, create_ditto
 from ditto.runtime.worker import WorkerDefinition
 
@@ -30,9 +31,12 @@ __all__ = (
     "build_context_worker",
     "build_embedder",
     "build_memory_store",
+    "build_memory_worker",
     "build_retention",
     "build_search_settings",
     "open_runtime",
+    "register_remote_workers",
+    "remote_contracts",
 )
 
 
@@ -132,47 +136,100 @@ def build_context_worker(settings: Settings, store: ContextStateStore | None) ->
     return create_context_worker(store=store, policy=policy, queue=queue)
 
 
+def remote_contracts(node_types: Iterable[str]) -> list[NodeContract | str]:
+    """Contracts for remote node types: the MEMORY and CONTEXT workers' own (so inputs are
+    validated before they are sent), the bare name for any other node type."""
+    from workers.context import create_context_worker
+    from workers.memory import InProcessMemoryStore, create_memory_worker
+
+    known: dict[str, NodeContract] = {}
+    for definition in (create_memory_worker(InProcessMemoryStore()), create_context_worker()):
+        known.update({node_type: bound.contract for node_type, bound in definition.nodes.items()})
+    return [known.get(node_type, node_type) for node_type in node_types]
+
+
+def register_remote_workers(runtime: Ditto, settings: Settings) -> None:
+    """Route ``runtime.remote.node_types`` to remote workers (no-op when there are none).
+
+    Raises:
+        ConfigError: ``DITTO_REMOTE_SECRET`` is missing or too short.
+    """
+    from ditto.runtime.transports.envelope import Signer
+    from ditto.runtime.transports.redis_streams import RedisStreamsTransport
+
+    remote = settings.runtime.remote
+    if not remote.node_types or remote.redis_url is None:
+        return
+    transport = RedisStreamsTransport.from_url(
+        remote.redis_url.get_secret_value(),
+        Signer.from_environment(),
+        prefix=remote.prefix,
+        max_pending=remote.max_pending,
+    )
+    runtime.register_remote(
+        remote_contracts(remote.node_types), transport=transport, concurrency=remote.concurrency
+    )
+
+
 @asynccontextmanager
 async def open_runtime(
     settings: Settings | None = None,
     *,
     workers: Iterable[WorkerDefinition] = (),
     existing: bool = False,
+    memory: bool = True,
+    context: bool = True,
+    remote: bool = True,
 ) -> AsyncIterator[Ditto]:
     """A runtime with the configured MEMORY and CONTEXT workers (plus ``workers``), closed on
-    exit. Stores are opened first and closed last, after the runtime has drained.
+    exit. Stores are opened first and closed last, after the runtime has drained. Node types
+    listed in ``runtime.remote.node_types`` go to remote workers instead: the local worker of
+    their kind is not built.
 
     Args:
         settings: Configuration; default :func:`~ditto.config.load_config` (``ditto.yaml`` and
             the environment).
         workers: More worker definitions to register.
         existing: Only open a memory store that exists (see :func:`build_memory_store`).
+        memory: Build the MEMORY worker (and open its store).
+        context: Build the CONTEXT worker.
+        remote: Route ``runtime.remote.node_types`` to remote workers (a worker process that
+            serves them passes ``False``).
     """
+    settings = settings if settings is not None else load_config()
+    elsewhere = set(settings.runtime.remote.node_types) if remote else set()
+    memory = memory and not any(node_type.startswith("MEMORY.") for node_type in elsewhere)
+    context = context and not any(node_type.startswith("CONTEXT.") for node_type in elsewhere)
+    async with AsyncExitStack() as stack:
+        local = list(workers)
+        if memory:
+            store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
+            local.insert(0, build_memory_worker(settings, store))
+        if context:
+            context_store = build_context_store(settings)
+            if context_store is not None:
+                stack.push_async_callback(context_store.aclose)
+            local.append(build_context_worker(settings, context_store))
+        runtime = await stack.enter_async_context(create_ditto(config=settings, workers=local))
+        if remote:
+            register_remote_workers(runtime, settings)
+        yield runtime
+
+
+def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinition:
+    """The MEMORY worker over ``store``, as ``workers.memory`` configures it."""
     from workers.memory import AccessPolicy, create_memory_worker
 
-    settings = settings if settings is not None else load_config()
     memory = settings.workers.memory
-    async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
-        context_store = build_context_store(settings)
-        if context_store is not None:
-            stack.push_async_callback(context_store.aclose)
-        worker = create_memory_worker(
-            store,
-            query_limit=memory.query_limit,
-            search_limit=memory.search_limit,
-            track_usage=memory.track_usage,
-            access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
-            audit=memory.audit,
-            retention=build_retention(settings),
-            hygiene_interval_s=memory.retention.interval_s,
-            embedder=build_embedder(settings),
-            search_settings=build_search_settings(settings),
-        )
-        runtime = await stack.enter_async_context(
-            create_ditto(
-                config=settings,
-                workers=[worker, build_context_worker(settings, context_store), *workers],
-            )
-        )
-        yield runtime
+    return create_memory_worker(
+        store,
+        query_limit=memory.query_limit,
+        search_limit=memory.search_limit,
+        track_usage=memory.track_usage,
+        access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
+        audit=memory.audit,
+        retention=build_retention(settings),
+        hygiene_interval_s=memory.retention.interval_s,
+        embedder=build_embedder(settings),
+        search_settings=build_search_settings(settings),
+    )

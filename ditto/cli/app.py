@@ -21,6 +21,7 @@ from ditto.cli.mcp import mcp_app
 from ditto.cli.memory import memory_app
 from ditto.cli.models import models_app
 from ditto.cli.output import config_error, console, errors
+from ditto.cli.worker import worker_app
 from ditto.config import load_config, redact_url, resolve_config_path
 from ditto.config.settings import Settings
 from ditto.errors import ConfigError
@@ -40,6 +41,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(graph_app, name="graph")
 app.add_typer(models_app, name="models")
+app.add_typer(worker_app, name="worker")
 
 
 def _version(value: bool) -> None:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ditto.contracts.node_types import is_node_type
 from ditto.runtime.limits import DEFAULT_LIMITS
 
 __all__ = (
@@ -26,6 +27,7 @@ __all__ = (
     "MemoryRetentionSettings",
     "MemorySearchSettings",
     "MemoryWorkerSettings",
+    "RemoteSettings",
     "RetentionRuleSettings",
     "RuntimeSettings",
     "Settings",
@@ -38,6 +40,43 @@ MAX_TIMEOUT_MS = 2**31 - 1
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RemoteSettings(_Strict):
+    """``runtime.remote:`` — workers in other processes, over Redis Streams."""
+
+    node_types: list[str] = Field(default_factory=list)
+    """Node types this runtime sends to remote workers (``ditto worker serve``); the local
+    MEMORY or CONTEXT worker is not built when one of its node types is listed."""
+    prefix: str = Field("ditto:", min_length=1, max_length=100)
+    """Key prefix shared by the runtime and its workers."""
+    concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    """Most calls this runtime has in flight to remote workers; ``null`` = unlimited."""
+    max_pending: int = Field(10_000, ge=1, le=10_000_000)
+    """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
+    claim_idle_ms: int = Field(30_000, ge=100, le=MAX_TIMEOUT_MS)
+    """Workers take over a call left this long by a worker that stopped renewing it."""
+    heartbeat_ms: int = Field(1_000, ge=50, le=60_000)
+    """How often a worker announces itself; three missed beats and it counts as gone."""
+    redis_url: SecretStr | None = None
+    """From ``DITTO_RUNTIME_REMOTE_REDIS_URL`` only (never YAML)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("redis", "rediss", "unix"), "DITTO_RUNTIME_REMOTE_REDIS_URL")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> Self:
+        if self.node_types and self.redis_url is None:
+            raise ValueError(
+                "runtime.remote.node_types needs DITTO_RUNTIME_REMOTE_REDIS_URL in the environment"
+            )
+        for node_type in self.node_types:
+            if not is_node_type(node_type):
+                raise ValueError(f"runtime.remote.node_types: {node_type!r} is not DOMAIN.VERB")
+        return self
 
 
 class RuntimeSettings(_Strict):
@@ -54,6 +93,7 @@ class RuntimeSettings(_Strict):
     turns the watchdog off."""
     loop_max_iterations: int = Field(DEFAULT_LIMITS.loop_max_iterations, ge=1, le=1_000_000)
     """Most graph executions of one ``runtime.loop``, unless its definition sets a limit."""
+    remote: RemoteSettings = RemoteSettings()
 
 
 def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:
@@ -289,6 +329,7 @@ class Settings(_Strict):
 
 
 ENV_ONLY: dict[tuple[str, ...], str] = {
+    ("runtime", "remote", "redis_url"): "DITTO_RUNTIME_REMOTE_REDIS_URL",
     ("workers", "memory", "postgres_url"): "DITTO_WORKER_MEMORY_POSTGRES_URL",
     ("workers", "context", "redis_url"): "DITTO_WORKER_CONTEXT_REDIS_URL",
 }

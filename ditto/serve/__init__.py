@@ -1,0 +1,1 @@
+"""Long-running processes the ``ditto`` command starts: remote workers (``ditto worker serve``)."""
