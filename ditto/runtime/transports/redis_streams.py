@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Self
 
 import redis.asyncio as aioredis
@@ -89,10 +89,16 @@ class RedisStreamsTransport:
         self._owns_client = owns_client
         self._id = uuid.uuid4().hex
         self._reply_to = replies_key(prefix, self._id)
-        self._send = client.register_script(SEND_SCRIPT)
+        self._send_sha: str | None = None
         self._waiting: dict[str, asyncio.Future[ReplyEnvelope]] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._outbox: list[tuple[str, bytes, asyncio.Future[bytes]]] = []
+        self._outbox_ready = asyncio.Event()
+        self._sending = 0
+        """Sends on the way: while there are any, new calls wait for the next batch."""
         self._notices: set[asyncio.Task[None]] = set()
+        """Cancel notices and deletions of read replies, referenced until they finish."""
         self._closed = False
 
     @classmethod
@@ -140,14 +146,7 @@ class RedisStreamsTransport:
         sent = False
         try:
             async with asyncio.timeout(timeout):
-                with transport_errors():
-                    outcome = await self._send(
-                        keys=[
-                            calls_key(self._prefix, envelope.node_type),
-                            nodes_key(self._prefix, envelope.node_type),
-                        ],
-                        args=[self._max_pending, sealed],
-                    )
+                outcome = await self._submit(envelope.node_type, sealed)
                 if outcome == b"NO_WORKER":
                     raise NoWorkerAvailableError(envelope.node_type)
                 if outcome == b"FULL":
@@ -166,6 +165,82 @@ class RedisStreamsTransport:
         finally:
             self._waiting.pop(execution_id, None)
 
+    async def _submit(self, node_type: str, sealed: bytes) -> bytes:
+        """Hand a sealed call to the sender task; its outcome (``OK``, ``NO_WORKER``, ``FULL``).
+
+        Calls submitted while a batch is being sent go out together in the next one (one round
+        trip for many calls under load; a lone call goes out at once)."""
+        if not self._sending and self._send_sha is not None:
+            # Nothing on the way: send at once, without a hand-off to the sender task.
+            self._sending += 1
+            try:
+                outcomes = await self._send_pipelined([(node_type, sealed)])
+            except (redis_errors.RedisError, OSError) as exc:
+                raise unavailable() from exc
+            finally:
+                self._sending -= 1
+            if isinstance(outcomes[0], BaseException):
+                raise unavailable() from outcomes[0]
+            return bytes(outcomes[0])
+        sent: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._outbox.append((node_type, sealed, sent))
+        self._outbox_ready.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_batches(), name=f"ditto-calls-{self._id[:8]}"
+            )
+        return await sent
+
+    async def _send_batches(self) -> None:
+        while not self._closed:
+            await self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            batch, self._outbox = self._outbox, []
+            batch = [item for item in batch if not item[2].done()]  # callers that gave up
+            if not batch:
+                continue
+            self._sending += 1
+            try:
+                outcomes = await self._send_pipelined([(node, sealed) for node, sealed, _ in batch])
+            except (redis_errors.RedisError, OSError) as exc:
+                outcomes = [exc] * len(batch)
+            finally:
+                self._sending -= 1
+            for (_, _, sent), outcome in zip(batch, outcomes, strict=True):
+                if sent.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    failure = unavailable()
+                    failure.__cause__ = outcome
+                    sent.set_exception(failure)
+                else:
+                    sent.set_result(outcome)
+
+    async def _send_pipelined(self, batch: Sequence[tuple[str, bytes]]) -> list[Any]:
+        """Run the send script for every call of ``batch`` in one pipeline.
+
+        The script is loaded once and called by its SHA (redis-py's pipelined ``Script`` would
+        ask ``SCRIPT EXISTS`` on every batch: one more round trip per call when calls come one
+        by one); after a Redis restart it is loaded again and the batch sent again."""
+        for _ in range(2):
+            if self._send_sha is None:
+                self._send_sha = await self._client.script_load(SEND_SCRIPT)
+            async with self._client.pipeline(transaction=False) as pipe:
+                for node_type, sealed in batch:
+                    pipe.evalsha(
+                        self._send_sha,
+                        2,
+                        calls_key(self._prefix, node_type),
+                        nodes_key(self._prefix, node_type),
+                        self._max_pending,
+                        sealed,
+                    )
+                outcomes: list[Any] = await pipe.execute(raise_on_error=False)
+            if not any(isinstance(outcome, redis_errors.NoScriptError) for outcome in outcomes):
+                return outcomes
+            self._send_sha = None  # Redis lost its scripts (a restart): load and send again
+        return outcomes
+
     async def cancel(self, execution_id: str) -> None:
         try:
             await self._client.publish(cancel_channel(self._prefix), execution_id)
@@ -173,9 +248,16 @@ class RedisStreamsTransport:
             logger.debug("could not publish the cancel notice of %s", execution_id)
 
     def _notify_cancel(self, execution_id: str) -> None:
-        task = asyncio.get_running_loop().create_task(self.cancel(execution_id))
+        self._background(self.cancel(execution_id))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._notices.add(task)  # referenced until it finishes
         task.add_done_callback(self._notices.discard)
+
+    async def _forget(self, entry_ids: list[bytes]) -> None:
+        with contextlib.suppress(redis_errors.RedisError, OSError):
+            await self._client.xdel(self._reply_to, *entry_ids)
 
     # ----------------------------------------------------------------- replies
 
@@ -206,8 +288,8 @@ class RedisStreamsTransport:
             for entry_id, fields in entries:
                 last = entry_id
                 self._deliver(fields.get(b"e", b""))
-            with contextlib.suppress(redis_errors.RedisError, OSError):
-                await self._client.xdel(self._reply_to, *(entry_id for entry_id, _ in entries))
+            # Read replies are deleted off the path of the next read.
+            self._background(self._forget([entry_id for entry_id, _ in entries]))
 
     def _deliver(self, sealed: bytes) -> None:
         try:
@@ -223,10 +305,14 @@ class RedisStreamsTransport:
         if self._closed:
             return
         self._closed = True
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+        for task in (self._listener, self._sender):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for _, _, sent in self._outbox:
+            if not sent.done():
+                sent.set_exception(unavailable())
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(unavailable())
