@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.graph.builder import Graph
-from ditto.runtime.checkpoints.envelope import digest, open_envelope, plain_json, seal_envelope
+from ditto.runtime.checkpoints.loops import LoopCheckpoint
 from ditto.runtime.results import RunResult
 
 if TYPE_CHECKING:
@@ -343,7 +343,11 @@ async def _state_machine(
     checkpoint: str | None,
     principal: str | None,
 ) -> Any:
-    saved = None if checkpoint is None else _LoopCheckpoint(runtime, definition.id, checkpoint)
+    saved = (
+        None
+        if checkpoint is None
+        else LoopCheckpoint(runtime.checkpoints, definition.id, checkpoint)
+    )
     first = 0
     if saved is not None:
         resumed = await saved.load(state, principal)
@@ -395,56 +399,3 @@ def _limit_reached(loop_id: str, limit: int) -> DittoError:
         code=ErrorCode.LOOP_LIMIT_REACHED,
         details={"loop_id": loop_id, "max_iterations": limit},
     )
-
-
-class _LoopCheckpoint:
-    """A state-machine loop's checkpoint: ``{iteration, state}`` after each iteration, with the
-    digest of the loop's first input so another loop's checkpoint is never continued."""
-
-    __slots__ = ("_id", "_input", "_principal", "_runtime", "_scope", "_version")
-
-    def __init__(self, runtime: Ditto, loop_id: str, checkpoint_id: str) -> None:
-        if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
-            raise InvalidInputError("a checkpoint id must be a non-empty string")
-        self._runtime = runtime
-        self._id = checkpoint_id
-        self._scope = f"loop:{loop_id}"
-        self._version = 0
-        self._input = ""
-        self._principal: str | None = None
-
-    async def load(self, first_input: Any, principal: str | None) -> tuple[int, Any, bool] | None:
-        """``(iteration, state, finished)`` of the last saved iteration, or ``None``."""
-        self._input = digest(plain_json(first_input, "the loop input"))
-        self._principal = principal
-        stored = await self._runtime.checkpoints.load(self._id)
-        if stored is None:
-            return None
-        envelope = open_envelope(stored.envelope, self._id)
-        state = envelope.state
-        if envelope.scope != self._scope or state.get("input") != self._input:
-            raise DittoError(
-                f"checkpoint {self._id!r} belongs to another loop or loop input",
-                code=ErrorCode.CHECKPOINT_MISMATCH,
-            )
-        if state.get("principal") != principal:
-            raise DittoError(
-                f"checkpoint {self._id!r} was written for another principal",
-                code=ErrorCode.CHECKPOINT_MISMATCH,
-            )
-        self._version = envelope.version
-        return int(state["iteration"]), state["state"], bool(state["finished"])
-
-    async def save(self, iteration: int, state: Any, finished: bool) -> None:
-        plain_json(state, "the loop state")
-        self._version += 1
-        body = {
-            "iteration": iteration,
-            "state": state,
-            "finished": finished,
-            "input": self._input,
-            "principal": self._principal,
-        }
-        await self._runtime.checkpoints.save(
-            self._id, self._scope, seal_envelope(self._scope, self._version, body)
-        )

@@ -9,13 +9,16 @@ the observer that streams each result.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.result import NodeResult
-from ditto.errors import ErrorCode
+from ditto.errors import ErrorCode, InvalidInputError
+from ditto.graph.builder import Graph
+from ditto.graph.plan import Plan
 from ditto.runtime.checkpoints.envelope import plain_json
 from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
@@ -24,11 +27,18 @@ from ditto.runtime.results import GraphRunError, InterruptInfo, RunResult
 from ditto.runtime.scheduler import AfterTask, execute_plan
 
 if TYPE_CHECKING:
-    from ditto.graph.plan import Plan
     from ditto.graph.task import Task
+    from ditto.runtime.registry import WorkerRegistry
     from ditto.runtime.runtime import Ditto
 
-__all__ = ("ResultObserver", "RunRequest", "execute_run", "stored_result")
+__all__ = (
+    "ResultObserver",
+    "RunRequest",
+    "checked_request",
+    "execute_run",
+    "seconds",
+    "stored_result",
+)
 
 ResultObserver = Callable[[str, NodeResult[Any]], Awaitable[None]]
 """Awaited with ``(task_id, result)`` as each task finishes, before its dependents start."""
@@ -51,6 +61,55 @@ class RunRequest:
     answers: Mapping[str, Any] = field(default_factory=dict)
     """Task id -> the answer its interrupted handler gets on this attempt."""
     observe: ResultObserver | None = None
+
+
+def checked_request(
+    registry: WorkerRegistry,
+    plan: Graph | Plan,
+    run_input: Any,
+    limit: int | None,
+    timeout: float | None,
+    principal: str | None,
+) -> RunRequest:
+    """A run whose plan, routes, pins, concurrency and timeout were checked before anything
+    runs.
+
+    Raises:
+        InvalidInputError: Not a graph, a bad concurrency or timeout.
+        UnknownNodeError: A node type no worker implements.
+        UnknownWorkerError: A task pinned to a replica that does not implement its node type.
+    """
+    if isinstance(plan, Graph):
+        compiled = plan.compile()
+    elif isinstance(plan, Plan):
+        compiled = plan
+    else:
+        raise InvalidInputError("run() takes a graph built with graph()")
+    for node_type in sorted(compiled.node_types):
+        registry.route(node_type)
+    routes = registry.routes
+    for task in compiled.tasks:
+        if task.worker is not None:
+            routes[task.node_type].check_pin(task.worker)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError("concurrency must be a positive integer")
+    deadline = (
+        None if timeout is None else asyncio.get_running_loop().time() + seconds(timeout, "timeout")
+    )
+    return RunRequest(compiled, run_input, limit, deadline, principal)
+
+
+def seconds(value: float, name: str) -> float:
+    """``value`` as a positive, finite number of seconds.
+
+    Raises:
+        InvalidInputError: It is not one.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a positive number of seconds")
+    if value <= 0:
+        raise InvalidInputError(f"{name} must be a positive number of seconds")
+    return float(value)
 
 
 def stored_result(plan: Plan, checkpoint: GraphCheckpoint) -> RunResult:

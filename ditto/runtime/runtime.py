@@ -8,7 +8,6 @@ checks arguments, keeps the books (what is in flight, what to dispose) and conne
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -17,7 +16,6 @@ import anyio
 
 from ditto.contracts.result import NodeResult
 from ditto.errors import (
-    InvalidInputError,
     RuntimeClosedError,
     WorkerCleanupError,
 )
@@ -30,7 +28,14 @@ from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 from ditto.runtime.registry import WorkerHandle, WorkerRegistry
 from ditto.runtime.results import RunResult
 from ditto.runtime.router import Route, WorkerInfo
-from ditto.runtime.runs import ResultObserver, RunRequest, execute_run, stored_result
+from ditto.runtime.runs import (
+    ResultObserver,
+    RunRequest,
+    checked_request,
+    execute_run,
+    seconds,
+    stored_result,
+)
 from ditto.runtime.watchdog import LoopWatchdog, handler_codes
 from ditto.runtime.worker import WorkerDefinition
 
@@ -242,7 +247,7 @@ class Ditto:
         if worker is not None:
             route.check_pin(worker)
         deadline = asyncio.get_running_loop().time() + (
-            self._default_timeout if timeout is None else _seconds(timeout, "timeout")
+            self._default_timeout if timeout is None else seconds(timeout, "timeout")
         )
         if outer_deadline is not None and outer_deadline < deadline:
             deadline = outer_deadline
@@ -454,29 +459,8 @@ class Ditto:
         """Check a run's arguments before anything runs."""
         if self._closing:
             raise RuntimeClosedError()
-        if isinstance(plan, Graph):
-            compiled = plan.compile()
-        elif isinstance(plan, Plan):
-            compiled = plan
-        else:
-            raise InvalidInputError("run() takes a graph built with graph()")
-        for node_type in sorted(compiled.node_types):
-            self._registry.route(node_type)
-        routes = self._registry.routes
-        for task in compiled.tasks:
-            if task.worker is not None:
-                routes[task.node_type].check_pin(task.worker)
         limit = concurrency if concurrency is not None else self.limits.graph_concurrency
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidInputError("concurrency must be a positive integer")
-        deadline = (
-            None
-            if timeout is None
-            else asyncio.get_running_loop().time() + _seconds(timeout, "timeout")
-        )
-        return RunRequest(compiled, run_input, limit, deadline, principal)
+        return checked_request(self._registry, plan, run_input, limit, timeout, principal)
 
     async def _open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint:
         """The run's checkpoint: the existing one (checked against this run) or a new one."""
@@ -568,14 +552,6 @@ class Ditto:
                 raise self._close_error
         finally:
             closed.set()
-
-
-def _seconds(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"{name} must be a positive number of seconds")
-    if value <= 0:
-        raise InvalidInputError(f"{name} must be a positive number of seconds")
-    return float(value)
 
 
 def create_ditto(
