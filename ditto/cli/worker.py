@@ -11,8 +11,15 @@ import typer
 from rich.table import Table
 
 from ditto.cli.memory_common import ConfigOption
-from ditto.cli.output import EXIT_USAGE, config_error, console, errors, settings_or_exit
-from ditto.errors import ConfigError, DittoError
+from ditto.cli.output import (
+    EXIT_STORE,
+    EXIT_USAGE,
+    config_error,
+    console,
+    errors,
+    settings_or_exit,
+)
+from ditto.errors import ConfigError, DittoError, ErrorCode
 
 worker_app = typer.Typer(
     help="Serve node types to runtimes on other hosts (Redis Streams).", no_args_is_help=True
@@ -65,7 +72,8 @@ def serve(
         config_error(exc)
     except DittoError as exc:
         errors.print(str(exc), markup=False, highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        unreachable = exc.code == ErrorCode.TRANSPORT_UNAVAILABLE
+        raise typer.Exit(EXIT_STORE if unreachable else EXIT_USAGE) from None
     errors.print("worker stopped: every call in flight was answered", highlight=False)
 
 
@@ -84,7 +92,7 @@ def list_(
         config_error(exc)
     except DittoError as exc:
         errors.print(str(exc), markup=False, highlight=False)
-        raise typer.Exit(3) from None
+        raise typer.Exit(EXIT_STORE) from None
     if as_json:
         typer.echo(json.dumps(view))
         return

@@ -94,15 +94,25 @@ async def serve_worker(
 
     Raises:
         ConfigError: A bad target, no Redis URL, or no shared secret.
+        DittoError: ``TRANSPORT_UNAVAILABLE`` when Redis cannot be reached at start (later
+            outages are waited out: the worker reconnects by itself).
     """
     from ditto.bootstrap import open_runtime
     from ditto.runtime.transports.envelope import Signer
+    from ditto.runtime.transports.redis_streams import transport_errors
     from ditto.runtime.transports.redis_worker import RemoteWorkerServer
 
     kinds = list(kinds) or list(BUILT_IN)
     user = [load_worker(kind) for kind in kinds if kind not in BUILT_IN]
     signer = Signer.from_environment()
     client = _client(settings, concurrency + 8)
+    try:
+        with transport_errors():  # an unreachable Redis fails at start, not silently later
+            await client.ping()
+    except BaseException:
+        await client.aclose()
+        await client.connection_pool.disconnect()
+        raise
     remote = settings.runtime.remote
     try:
         async with open_runtime(

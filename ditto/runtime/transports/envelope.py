@@ -84,8 +84,8 @@ class Signer:
     def __init__(self, secret: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if len(secret) < _MIN_SECRET_BYTES:
             raise ConfigError(
-                f"{SECRET_VARIABLE} must be at least {_MIN_SECRET_BYTES} bytes (use a long "
-                "random value, e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`)"
+                f"{SECRET_VARIABLE} must be at least {_MIN_SECRET_BYTES} bytes: use a long "
+                "random value, e.g. the output of `openssl rand -hex 32`"
             )
         self._key = secret
         self.max_bytes = max_bytes

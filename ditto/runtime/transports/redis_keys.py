@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = (
     "GROUP",
     "HEARTBEAT_SCRIPT",
+    "REPLY_SCRIPT",
     "SEND_SCRIPT",
     "calls_key",
     "cancel_channel",
@@ -33,11 +34,24 @@ local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if redis.call('ZCOUNT', KEYS[2], now_ms, '+inf') == 0 then return 'NO_WORKER' end
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'FULL' end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '0', '*', 'open', '1')
+end
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
 return 'OK'
 """
-"""KEYS: the calls stream, the node type's live-worker set. ARGV: the pending cap, the sealed
-call. One round trip answers "is anyone alive", "is there room" and sends."""
+"""KEYS: the calls stream, the node type's live-worker set, the caller's reply stream. ARGV:
+the pending cap, the sealed call. One round trip answers "is anyone alive", "is there room",
+makes sure the reply stream exists (an empty stream: workers only reply to streams that exist,
+so a closed caller's stream is never brought back) and sends."""
+
+REPLY_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+return 1
+"""
+"""KEYS: the caller's reply stream. ARGV: the sealed reply, the stream's approximate cap. A
+reply to a caller that is gone (its stream deleted on close) is dropped."""
 
 HEARTBEAT_SCRIPT = """
 local now = redis.call('TIME')

@@ -40,7 +40,8 @@ logger = logging.getLogger("ditto.remote")
 
 DEFAULT_MAX_PENDING = 10_000
 """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
-_LISTEN_BLOCK_MS = 1_000
+_LISTEN_BLOCK_MS = 250
+"""Short, so that closing a transport does not wait long for a blocked read to end."""
 _RECONNECT_DELAY = 0.2
 
 
@@ -159,7 +160,8 @@ class RedisStreamsTransport:
                 sent = True
                 return await waiter
         except BaseException:
-            if sent and not waiter.done():
+            # A cancelled caller cancels the future it awaits too: "not answered" is either.
+            if sent and (waiter.cancelled() or not waiter.done()):
                 self._notify_cancel(execution_id)
             raise
         finally:
@@ -229,9 +231,10 @@ class RedisStreamsTransport:
                 for node_type, sealed in batch:
                     pipe.evalsha(
                         self._send_sha,
-                        2,
+                        3,
                         calls_key(self._prefix, node_type),
                         nodes_key(self._prefix, node_type),
+                        self._reply_to,
                         self._max_pending,
                         sealed,
                     )

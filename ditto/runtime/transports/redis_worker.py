@@ -40,6 +40,7 @@ from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signe
 from ditto.runtime.transports.redis_keys import (
     GROUP,
     HEARTBEAT_SCRIPT,
+    REPLY_SCRIPT,
     calls_key,
     cancel_channel,
     nodes_key,
@@ -109,8 +110,10 @@ class RemoteWorkerServer:
             raise DittoError("a remote worker needs at least one local node type to serve")
         self._streams = {calls_key(prefix, node_type): node_type for node_type in self.node_types}
         self._heartbeat = client.register_script(HEARTBEAT_SCRIPT)
-        self._running: dict[str, tuple[asyncio.Task[None], str, bytes]] = {}
-        """Execution id -> (its task, its stream, its entry id)."""
+        self._inflight: dict[asyncio.Task[None], tuple[str, bytes]] = {}
+        """Every call taken and not yet answered: its task -> (its stream, its entry id)."""
+        self._running: dict[str, asyncio.Task[None]] = {}
+        """Execution id -> the task running its handler (for cancel notices)."""
         self._cancelled: set[str] = set()
         self._free = concurrency
         """Calls this worker could start now."""
@@ -118,6 +121,7 @@ class RemoteWorkerServer:
         self._room.set()
         self._stopping = asyncio.Event()
         self._outbox: list[_Outgoing] = []
+        self._reply_script: str | None = None
         self._writing = False
         self._groups_ready = False
         self.started_at = time.time()
@@ -134,12 +138,10 @@ class RemoteWorkerServer:
         ]
         try:
             await self._read()
-            # Drain: every call in flight finishes (bounded by its deadline) and is answered.
-            while self._running:
-                await asyncio.gather(
-                    *(task for task, _, _ in list(self._running.values())),
-                    return_exceptions=True,
-                )
+            # Drain: every call taken finishes (bounded by its deadline) and is answered, also
+            # one read in the moment the stop came.
+            while self._inflight:
+                await asyncio.gather(*list(self._inflight), return_exceptions=True)
         finally:
             for task in background:
                 task.cancel()
@@ -201,16 +203,19 @@ class RemoteWorkerServer:
     def _start(self, stream: str, entry_id: bytes, sealed: bytes, attempt: int | None) -> None:
         self._free -= 1
         task = asyncio.create_task(self._handle(stream, entry_id, sealed, attempt))
+        self._inflight[task] = (stream, entry_id)
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.pop(task, None)
         self._free += 1
         self._room.set()
         if not task.cancelled() and task.exception() is not None:
             logger.error("a remote call failed in the worker", exc_info=task.exception())
 
     async def _reclaim(self) -> None:
-        """Take over calls left pending by dead workers; keep our own running calls fresh."""
+        """Keep our own calls from going idle; take over calls left pending by dead workers
+        (not once stopping: a draining worker takes nothing new, but still renews its own)."""
         interval = max(self._claim_idle_ms / 4000, 0.05)
         while True:
             await asyncio.sleep(interval)
@@ -218,16 +223,16 @@ class RemoteWorkerServer:
                 continue
             try:
                 await self._renew_own()
+                if self._stopping.is_set():
+                    continue
                 for stream in self._streams:
-                    if self._stopping.is_set():
-                        return
                     await self._claim(stream)
             except (redis_errors.RedisError, OSError):
                 continue
 
     async def _renew_own(self) -> None:
         by_stream: dict[str, list[Any]] = {}
-        for _, stream, entry_id in self._running.values():
+        for stream, entry_id in self._inflight.values():
             by_stream.setdefault(stream, []).append(entry_id)
         for stream, ids in by_stream.items():
             await self._client.xclaim(stream, GROUP, self.worker_id, 0, ids, justid=True)
@@ -293,7 +298,18 @@ class RemoteWorkerServer:
             queue_ms,
             result.duration_ms,
         )
-        await self._finish(stream, entry_id, envelope, self._signer.seal(reply))
+        try:
+            sealed_reply = self._signer.seal(reply)
+        except DittoError as exc:  # the output is over the size cap: say so, never run again
+            sealed_reply = self._signer.seal(
+                msgspec.structs.replace(
+                    reply,
+                    status="failed",
+                    output=msgspec.Raw(_encode(None)),
+                    error=exc.to_info(),
+                )
+            )
+        await self._finish(stream, entry_id, envelope, sealed_reply)
 
     async def _run(
         self,
@@ -306,7 +322,7 @@ class RemoteWorkerServer:
         execution_id = envelope.execution_id
         task = asyncio.current_task()
         assert task is not None
-        self._running[execution_id] = (task, stream, entry_id)
+        self._running[execution_id] = task
         started = time.perf_counter()
         try:
             return await self._runtime._invoke(
@@ -359,7 +375,7 @@ class RemoteWorkerServer:
         once that is written.
 
         Group commit: the first call to finish while nothing is being written writes at once,
-        and keeps writing, one transaction per batch, whatever other calls finished meanwhile
+        and keeps writing, one pipeline per batch, whatever other calls finished meanwhile
         (a lone call pays no hand-off; under load replies share round trips, as a hand-written
         worker pipelines them). A batch that fails is tried again until each call's deadline
         plus a grace; a call whose reply never got out stays pending, and a live worker runs it
@@ -382,18 +398,25 @@ class RemoteWorkerServer:
             try:
                 # Not a transaction: a worker that dies between the reply and the acknowledgement
                 # leaves the call pending, it runs again, and the caller keeps the first reply.
+                reply_sha = await self._reply_sha()
                 async with self._client.pipeline(transaction=False) as pipe:
                     for item in batch:
                         if item.envelope is not None and item.reply is not None:
-                            pipe.xadd(
+                            pipe.evalsha(
+                                reply_sha,
+                                1,
                                 item.envelope.reply_to,
-                                {"e": item.reply},
-                                maxlen=_REPLIES_KEPT,
-                                approximate=True,
+                                item.reply,
+                                _REPLIES_KEPT,
                             )
                         pipe.xack(item.stream, GROUP, item.entry_id)
                         pipe.xdel(item.stream, item.entry_id)
-                    await pipe.execute()
+                    outcomes = await pipe.execute(raise_on_error=False)
+                failures = [o for o in outcomes if isinstance(o, BaseException)]
+                if failures:
+                    if any(isinstance(o, redis_errors.NoScriptError) for o in failures):
+                        self._reply_script = None  # Redis lost its scripts: load again
+                    raise failures[0]
             except (redis_errors.RedisError, OSError):
                 now = time.time()
                 for item in batch:
@@ -406,6 +429,11 @@ class RemoteWorkerServer:
             for item in batch:
                 _settle(item.written)
             return
+
+    async def _reply_sha(self) -> str:
+        if self._reply_script is None:
+            self._reply_script = await self._client.script_load(REPLY_SCRIPT)
+        return self._reply_script
 
     # ----------------------------------------------------------------- presence
 
@@ -422,7 +450,7 @@ class RemoteWorkerServer:
                     "pid": os.getpid(),
                     "node_types": self.node_types,
                     "concurrency": self._concurrency,
-                    "in_flight": len(self._running),
+                    "in_flight": len(self._inflight),
                     "free": self._free,
                     "handled": self.handled,
                     "started_at": self.started_at,
@@ -445,7 +473,7 @@ class RemoteWorkerServer:
                     running = self._running.get(execution_id)
                     if running is not None:
                         self._cancelled.add(execution_id)
-                        running[0].cancel()
+                        running.cancel()
             except (redis_errors.RedisError, OSError):
                 await asyncio.sleep(_RETRY_DELAY)
             finally:
