@@ -67,7 +67,6 @@ def runtime() -> Ditto:
 
 
 async def main() -> None:
-    CHECKPOINTS.unlink(missing_ok=True)
     async with runtime() as first:
         paused = await first.run(email, {"to": "Ann"}, checkpoint="email-ann")
         print(paused.status, "->", paused.interrupts[0].payload["question"])
@@ -93,8 +92,14 @@ async def main() -> None:
                     print(f"  {event.task_id}: {event.result.status}")
                 elif isinstance(event, RunEnd):
                     print(event.result.to_mermaid())
-    CHECKPOINTS.unlink(missing_ok=True)
+
+
+def remove_checkpoints() -> None:
+    for path in (CHECKPOINTS, *CHECKPOINTS.parent.glob(f"{CHECKPOINTS.name}-*")):
+        path.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
+    remove_checkpoints()
     anyio.run(main)
+    remove_checkpoints()
