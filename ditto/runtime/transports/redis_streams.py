@@ -40,6 +40,8 @@ logger = logging.getLogger("ditto.remote")
 
 DEFAULT_MAX_PENDING = 10_000
 """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
+_FORGET_BATCH = 256
+"""Read replies deleted per round trip (or whatever was read within a second)."""
 _LISTEN_BLOCK_MS = 250
 """Short, so that closing a transport does not wait long for a blocked read to end."""
 _RECONNECT_DELAY = 0.2
@@ -97,6 +99,8 @@ class RedisStreamsTransport:
         self._outbox: list[tuple[str, bytes, asyncio.Future[bytes]]] = []
         self._outbox_ready = asyncio.Event()
         self._sending = 0
+        self._read_ids: list[bytes] = []
+        self._forgotten_at = 0.0
         """Sends on the way: while there are any, new calls wait for the next batch."""
         self._notices: set[asyncio.Task[None]] = set()
         """Cancel notices and deletions of read replies, referenced until they finish."""
@@ -176,14 +180,23 @@ class RedisStreamsTransport:
             # Nothing on the way: send at once, without a hand-off to the sender task.
             self._sending += 1
             try:
-                outcomes = await self._send_pipelined([(node_type, sealed)])
+                return bytes(
+                    await self._client.evalsha(
+                        self._send_sha,
+                        3,
+                        calls_key(self._prefix, node_type),
+                        nodes_key(self._prefix, node_type),
+                        self._reply_to,
+                        self._max_pending,
+                        sealed,
+                    )
+                )
+            except redis_errors.NoScriptError:
+                self._send_sha = None  # Redis lost its scripts: the sender task loads it again
             except (redis_errors.RedisError, OSError) as exc:
                 raise unavailable() from exc
             finally:
                 self._sending -= 1
-            if isinstance(outcomes[0], BaseException):
-                raise unavailable() from outcomes[0]
-            return bytes(outcomes[0])
         sent: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._outbox.append((node_type, sealed, sent))
         self._outbox_ready.set()
@@ -291,8 +304,13 @@ class RedisStreamsTransport:
             for entry_id, fields in entries:
                 last = entry_id
                 self._deliver(fields.get(b"e", b""))
-            # Read replies are deleted off the path of the next read.
-            self._background(self._forget([entry_id for entry_id, _ in entries]))
+            # Read replies are deleted in batches, off the path of the next read.
+            self._read_ids.extend(entry_id for entry_id, _ in entries)
+            now = asyncio.get_running_loop().time()
+            if len(self._read_ids) >= _FORGET_BATCH or now - self._forgotten_at > 1.0:
+                self._forgotten_at = now
+                self._background(self._forget(self._read_ids))
+                self._read_ids = []
 
     def _deliver(self, sealed: bytes) -> None:
         try:
