@@ -181,15 +181,7 @@ class RedisStreamsTransport:
             self._sending += 1
             try:
                 return bytes(
-                    await self._client.evalsha(
-                        self._send_sha,
-                        3,
-                        calls_key(self._prefix, node_type),
-                        nodes_key(self._prefix, node_type),
-                        self._reply_to,
-                        self._max_pending,
-                        sealed,
-                    )
+                    await self._client.evalsha(self._send_sha, *self._send_args(node_type, sealed))
                 )
             except redis_errors.NoScriptError:
                 self._send_sha = None  # Redis lost its scripts: the sender task loads it again
@@ -242,20 +234,23 @@ class RedisStreamsTransport:
                 self._send_sha = await self._client.script_load(SEND_SCRIPT)
             async with self._client.pipeline(transaction=False) as pipe:
                 for node_type, sealed in batch:
-                    pipe.evalsha(
-                        self._send_sha,
-                        3,
-                        calls_key(self._prefix, node_type),
-                        nodes_key(self._prefix, node_type),
-                        self._reply_to,
-                        self._max_pending,
-                        sealed,
-                    )
+                    pipe.evalsha(self._send_sha, *self._send_args(node_type, sealed))
                 outcomes: list[Any] = await pipe.execute(raise_on_error=False)
             if not any(isinstance(outcome, redis_errors.NoScriptError) for outcome in outcomes):
                 return outcomes
             self._send_sha = None  # Redis lost its scripts (a restart): load and send again
         return outcomes
+
+    def _send_args(self, node_type: str, sealed: bytes) -> tuple[Any, ...]:
+        """``SEND_SCRIPT``'s key count, keys and arguments for one call."""
+        return (
+            3,
+            calls_key(self._prefix, node_type),
+            nodes_key(self._prefix, node_type),
+            self._reply_to,
+            self._max_pending,
+            sealed,
+        )
 
     async def cancel(self, execution_id: str) -> None:
         try:
