@@ -225,3 +225,42 @@ async def test_a_tampered_checkpoint_is_refused_in_the_new_process(
     assert refused["returncode"] != 0
     assert "CHECKPOINT_CORRUPT" in refused["stderr"]
     assert effects_of(effects) == Counter({"draft": 1}), "nothing ran"
+
+
+async def test_a_loop_resumes_from_its_last_iteration_in_a_new_runtime_on_the_same_store(
+    tmp_path: Path, store_spec: str
+) -> None:
+    from ditto import DittoError, create_ditto, define_worker, graph, loop
+
+    runs: list[int] = []
+    fail_at: list[int] = [3]
+
+    async def step(value: int, ctx: object) -> int:
+        runs.append(value)
+        return value + 1
+
+    def update(state: int, run: object) -> int:
+        if fail_at and state == fail_at[0]:
+            fail_at.clear()
+            raise RuntimeError("the process dies here")
+        return int(run["next"].unwrap())  # type: ignore[index]
+
+    counting = loop(
+        graph=graph("count").node("next", "LOOP.STEP", [], lambda state, deps: state),
+        update=update,
+        done=lambda state, run: state >= 6,
+        id="counter",
+    )
+    worker = define_worker("loop", {"LOOP.STEP": step})
+    async with create_ditto(workers=[worker], checkpoints=open_store(store_spec)) as first:
+        with pytest.raises(RuntimeError):
+            await first.loop(counting, 0, checkpoint="count-1")
+    assert runs == [0, 1, 2, 3]
+    async with create_ditto(workers=[worker], checkpoints=open_store(store_spec)) as second:
+        assert await second.loop(counting, 0, checkpoint="count-1") == 6
+        assert runs == [0, 1, 2, 3, 3, 4, 5], "iterations 0-2 are not run again"
+        assert await second.loop(counting, 0, checkpoint="count-1") == 6
+        assert runs == [0, 1, 2, 3, 3, 4, 5], "a finished loop returns its state"
+        with pytest.raises(DittoError) as refused:
+            await second.loop(counting, 1, checkpoint="count-1")
+        assert refused.value.code == "CHECKPOINT_MISMATCH"
