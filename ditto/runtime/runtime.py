@@ -12,18 +12,13 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import anyio
-
 from ditto.contracts.result import NodeResult
-from ditto.errors import (
-    RuntimeClosedError,
-    WorkerCleanupError,
-)
 from ditto.graph.builder import Graph
 from ditto.graph.plan import Plan
 from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
 from ditto.runtime.invocation import invoke_route
+from ditto.runtime.lifecycle import Lifecycle
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 from ditto.runtime.registry import WorkerHandle, WorkerRegistry
 from ditto.runtime.results import RunResult
@@ -73,11 +68,7 @@ class Ditto:
         self._checkpoints = checkpoints
         self._plans = KnownPlans()
         self._default_timeout = self.limits.timeout_ms / 1000.0
-        self._inflight = 0
-        self._drained: anyio.Event | None = None
-        self._closing = False
-        self._closed: anyio.Event | None = None
-        self._close_error: BaseException | None = None
+        self._life = Lifecycle()
         stall_ms = self.limits.stall_warning_ms
         self._watchdog = (
             None
@@ -136,8 +127,7 @@ class Ditto:
             WorkerDefinitionError: ``INVALID_WORKER`` for a bad replica count, a duplicate id or
                 a node type already registered with another contract.
         """
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         return self._registry.register(worker, replicas=replicas, id=id)
 
     def register_remote(
@@ -167,8 +157,7 @@ class Ditto:
         Raises:
             WorkerDefinitionError: No or invalid node types, a bad concurrency, a duplicate id.
         """
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         return self._registry.register_remote(
             node_types, transport=transport, concurrency=concurrency, id=id
         )
@@ -214,10 +203,9 @@ class Ditto:
             UnknownWorkerError: ``worker`` is not a replica implementing ``node_type``.
             InvalidInputError: ``timeout`` is not a positive number.
         """
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         route, deadline = self._prepare(node_type, timeout, worker, None)
-        self._inflight += 1
+        self._life.admit()
         try:
             return await invoke_route(
                 self,
@@ -229,7 +217,7 @@ class Ditto:
                 execution=None,
             )
         finally:
-            self._release()
+            self._life.release()
 
     def _prepare(
         self,
@@ -362,8 +350,7 @@ class Ditto:
                 the checkpoint's plan; ``CHECKPOINT_CORRUPT`` when a digest does not match.
             InvalidInputError: No ``plan`` given and this process has not run the checkpoint's.
         """
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         state = GraphCheckpoint(self.checkpoints, checkpoint_id)
         await state.load_existing(self._registry.contracts)
         run_input, principal = state.run_input, state.principal
@@ -436,8 +423,7 @@ class Ditto:
         """
         from ditto.runtime.loops import check_loop, run_loop
 
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         options = check_loop(
             self,
             definition,
@@ -457,8 +443,7 @@ class Ditto:
         principal: str | None,
     ) -> RunRequest:
         """Check a run's arguments before anything runs."""
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         limit = concurrency if concurrency is not None else self.limits.graph_concurrency
         return checked_request(self._registry, plan, run_input, limit, timeout, principal)
 
@@ -478,80 +463,53 @@ class Ditto:
     async def _execute(
         self, request: RunRequest, observe: ResultObserver | None = None
     ) -> RunResult:
-        if self._closing:
-            raise RuntimeClosedError()
+        self._life.check_open()
         if not self._watching:
             assert self._watchdog is not None
             self._watchdog.start()
             self._watching = True
         if observe is not None:
             request.observe = observe
-        self._inflight += 1
+        self._life.admit()
         try:
             return await execute_run(self, request)
         finally:
-            self._release()
+            self._life.release()
 
     # ----------------------------------------------------------------- close
-
-    def _release(self) -> None:
-        self._inflight -= 1
-        if self._inflight == 0 and self._drained is not None:
-            self._drained.set()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has started; no new top-level work is accepted."""
-        return self._closing
+        return self._life.closing
 
     async def close(self) -> None:
-        """Refuse new work, wait for accepted work to finish, then dispose each worker once.
+        """Refuse new work, wait for accepted work to finish, then dispose each worker once and
+        close the checkpoint store.
 
-        The checkpoint store is closed after the workers are disposed. Idempotent: later and
-        concurrent calls wait for the first and share its outcome. Nested
+        Idempotent: later and concurrent calls wait for the first and share its outcome. Nested
         ``ctx.invoke`` calls from accepted work still run during the drain. Disposal runs
         shielded from cancellation so resources are always released.
 
         Raises:
-            WorkerCleanupError: One or more ``dispose`` callbacks failed; every failure is in
-                the group, not only the first.
+            WorkerCleanupError: One or more ``dispose`` callbacks (or the checkpoint store's
+                close) failed; every failure is in the group, not only the first.
         """
-        pending = self._closed
-        if pending is not None:
-            await pending.wait()
-            if self._closed is not pending:  # that close() was cancelled before disposing
-                await self.close()
-            elif self._close_error is not None:
-                raise self._close_error
-            return
-        self._closing = True
-        closed = self._closed = anyio.Event()
+        await self._life.close(self._stop_watching, self._dispose)
+
+    def _stop_watching(self) -> None:
         if self._watchdog is not None:
             self._watchdog.stop()
-        try:
-            if self._inflight:
-                self._drained = anyio.Event()
-                await self._drained.wait()
-        except BaseException:
-            # Cancelled while draining: nothing was disposed yet, so a later close() must
-            # start over instead of reporting success.
-            self._closed = None
-            closed.set()
-            raise
-        try:
-            with anyio.CancelScope(shield=True):
-                failures = await self._registry.dispose_all()
-                if self._checkpoints is not None:
-                    try:
-                        await self._checkpoints.aclose()
-                    except Exception as exc:
-                        exc.add_note("while closing the checkpoint store")
-                        failures.append(exc)
-            if failures:
-                self._close_error = WorkerCleanupError("worker cleanup failed", failures)
-                raise self._close_error
-        finally:
-            closed.set()
+
+    async def _dispose(self) -> list[Exception]:
+        failures = await self._registry.dispose_all()
+        if self._checkpoints is not None:
+            try:
+                await self._checkpoints.aclose()
+            except Exception as exc:
+                exc.add_note("while closing the checkpoint store")
+                failures.append(exc)
+        return failures
 
 
 def create_ditto(

@@ -27,7 +27,7 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -40,12 +40,12 @@ from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signe
 from ditto.runtime.transports.redis_keys import (
     GROUP,
     HEARTBEAT_SCRIPT,
-    REPLY_SCRIPT,
     calls_key,
     cancel_channel,
     nodes_key,
     worker_key,
 )
+from ditto.runtime.transports.redis_replies import RETRY_DELAY, ReplyWriter, text
 
 if TYPE_CHECKING:
     from ditto.runtime.runtime import Ditto
@@ -58,9 +58,6 @@ _encode = msgspec.msgpack.Encoder().encode
 _TIMEOUT = ErrorInfo(ErrorCode.TIMEOUT.value, "the call's deadline passed before it started", True)
 _CANCELLED = ErrorInfo(ErrorCode.CANCELLED.value, "the caller cancelled the call")
 _READ_BLOCK_MS = 500
-_REPLIES_KEPT = 100_000
-"""A reply stream is trimmed to about this many entries (its reader deletes what it read)."""
-_RETRY_DELAY = 0.2
 
 
 class RemoteWorkerServer:
@@ -120,9 +117,7 @@ class RemoteWorkerServer:
         self._room = asyncio.Event()
         self._room.set()
         self._stopping = asyncio.Event()
-        self._outbox: list[_Outgoing] = []
-        self._reply_script: str | None = None
-        self._writing = False
+        self._replies = ReplyWriter(client)
         self._groups_ready = False
         self.started_at = time.time()
         self.handled = 0
@@ -191,14 +186,14 @@ class RemoteWorkerServer:
                     self._groups_ready = False
                     continue
                 logger.warning("reading calls failed: %s", type(exc).__name__)
-                await asyncio.sleep(_RETRY_DELAY)
+                await asyncio.sleep(RETRY_DELAY)
                 continue
             except (redis_errors.RedisError, OSError):
-                await asyncio.sleep(_RETRY_DELAY)
+                await asyncio.sleep(RETRY_DELAY)
                 continue
             for stream, entries in answer or ():
                 for entry_id, fields in entries:
-                    self._start(_text(stream), entry_id, fields.get(b"e", b""), None)
+                    self._start(text(stream), entry_id, fields.get(b"e", b""), None)
 
     def _start(self, stream: str, entry_id: bytes, sealed: bytes, attempt: int | None) -> None:
         self._free -= 1
@@ -251,7 +246,7 @@ class RemoteWorkerServer:
                 stream, GROUP, min=entry_id, max=entry_id, count=1
             )
             attempt = int(pending[0]["times_delivered"]) if pending else 2
-            logger.info("took over %s %s (attempt %d)", stream, _text(entry_id), attempt)
+            logger.info("took over %s %s (attempt %d)", stream, text(entry_id), attempt)
             self._start(stream, entry_id, fields.get(b"e", b""), attempt)
 
     # ----------------------------------------------------------------- one call
@@ -263,11 +258,11 @@ class RemoteWorkerServer:
             envelope: CallEnvelope = self._signer.open(sealed, CallEnvelope)
         except DittoError as exc:
             logger.warning("rejected a message on %s: %s", stream, exc.message)
-            await self._finish(stream, entry_id, None, None)
+            await self._replies.send(stream, entry_id, None, None)
             return
         if self._streams.get(stream) != envelope.node_type:
             logger.warning("rejected a message on %s: it names another node type", stream)
-            await self._finish(stream, entry_id, None, None)
+            await self._replies.send(stream, entry_id, None, None)
             return
         attempt = attempt or envelope.attempt
         queue_ms = max(0.0, time.time() * 1000 - _entry_ms(entry_id))
@@ -309,7 +304,7 @@ class RemoteWorkerServer:
                     error=exc.to_info(),
                 )
             )
-        await self._finish(stream, entry_id, envelope, sealed_reply)
+        await self._replies.send(stream, entry_id, envelope, sealed_reply)
 
     async def _run(
         self,
@@ -364,77 +359,6 @@ class RemoteWorkerServer:
             self._running.pop(execution_id, None)
             self._cancelled.discard(execution_id)
 
-    async def _finish(
-        self,
-        stream: str,
-        entry_id: bytes,
-        envelope: CallEnvelope | None,
-        reply: bytes | None,
-    ) -> None:
-        """Reply (when there is someone to reply to), acknowledge and delete the call; returns
-        once that is written.
-
-        Group commit: the first call to finish while nothing is being written writes at once,
-        and keeps writing, one pipeline per batch, whatever other calls finished meanwhile
-        (a lone call pays no hand-off; under load replies share round trips, as a hand-written
-        worker pipelines them). A batch that fails is tried again until each call's deadline
-        plus a grace; a call whose reply never got out stays pending, and a live worker runs it
-        again after ``claim_idle_ms``."""
-        give_up = (envelope.deadline if envelope is not None else time.time()) + 5.0
-        written = asyncio.get_running_loop().create_future()
-        self._outbox.append(_Outgoing(stream, entry_id, envelope, reply, give_up, written))
-        if not self._writing:
-            self._writing = True
-            try:
-                while self._outbox:
-                    batch, self._outbox = self._outbox, []
-                    await self._write(batch)
-            finally:
-                self._writing = False
-        await written
-
-    async def _write(self, batch: list[_Outgoing]) -> None:
-        while batch:
-            try:
-                # Not a transaction: a worker that dies between the reply and the acknowledgement
-                # leaves the call pending, it runs again, and the caller keeps the first reply.
-                reply_sha = await self._reply_sha()
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for item in batch:
-                        if item.envelope is not None and item.reply is not None:
-                            pipe.evalsha(
-                                reply_sha,
-                                1,
-                                item.envelope.reply_to,
-                                item.reply,
-                                _REPLIES_KEPT,
-                            )
-                        pipe.xack(item.stream, GROUP, item.entry_id)
-                        pipe.xdel(item.stream, item.entry_id)
-                    outcomes = await pipe.execute(raise_on_error=False)
-                failures = [o for o in outcomes if isinstance(o, BaseException)]
-                if failures:
-                    if any(isinstance(o, redis_errors.NoScriptError) for o in failures):
-                        self._reply_script = None  # Redis lost its scripts: load again
-                    raise failures[0]
-            except (redis_errors.RedisError, OSError):
-                now = time.time()
-                for item in batch:
-                    if now > item.give_up:
-                        logger.warning("could not answer %s %s", item.stream, _text(item.entry_id))
-                        _settle(item.written)
-                batch = [item for item in batch if not item.written.done()]
-                await asyncio.sleep(_RETRY_DELAY)
-                continue
-            for item in batch:
-                _settle(item.written)
-            return
-
-    async def _reply_sha(self) -> str:
-        if self._reply_script is None:
-            self._reply_script = await self._client.script_load(REPLY_SCRIPT)
-        return self._reply_script
-
     # ----------------------------------------------------------------- presence
 
     async def _beat(self) -> None:
@@ -469,37 +393,17 @@ class RemoteWorkerServer:
             try:
                 await pubsub.subscribe(channel)
                 async for message in pubsub.listen():
-                    execution_id = _text(message.get("data", b""))
+                    execution_id = text(message.get("data", b""))
                     running = self._running.get(execution_id)
                     if running is not None:
                         self._cancelled.add(execution_id)
                         running.cancel()
             except (redis_errors.RedisError, OSError):
-                await asyncio.sleep(_RETRY_DELAY)
+                await asyncio.sleep(RETRY_DELAY)
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
 
 
-class _Outgoing(NamedTuple):
-    """A finished call waiting to be answered and acknowledged."""
-
-    stream: str
-    entry_id: bytes
-    envelope: CallEnvelope | None
-    reply: bytes | None
-    give_up: float
-    written: asyncio.Future[None]
-
-
-def _settle(written: asyncio.Future[None]) -> None:
-    if not written.done():
-        written.set_result(None)
-
-
 def _entry_ms(entry_id: bytes) -> float:
     return float(entry_id.split(b"-", 1)[0])
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
