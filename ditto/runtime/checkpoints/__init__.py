@@ -8,9 +8,9 @@ driver-backed ones load on first use, so importing this package imports neither 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ditto.lazy import lazy_attributes
 from ditto.runtime.checkpoints.inprocess import InProcessCheckpointStore
 from ditto.runtime.checkpoints.port import (
     CheckpointError,
@@ -35,16 +35,11 @@ __all__ = (
     "StoredCheckpoint",
 )
 
-_LAZY = {
-    "RedisCheckpointStore": "ditto.runtime.checkpoints.redis",
-    "SqliteCheckpointStore": "ditto.runtime.checkpoints.sqlite",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "RedisCheckpointStore": "ditto.runtime.checkpoints.redis",
+        "SqliteCheckpointStore": "ditto.runtime.checkpoints.sqlite",
+    },
+)

@@ -4,9 +4,9 @@ workers). The Redis modules load on first use, so importing this package imports
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ditto.lazy import lazy_attributes
 from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signer
 from ditto.runtime.transports.port import Transport
 
@@ -23,16 +23,11 @@ __all__ = (
     "Transport",
 )
 
-_LAZY = {
-    "RedisStreamsTransport": "ditto.runtime.transports.redis_streams",
-    "RemoteWorkerServer": "ditto.runtime.transports.redis_worker",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "RedisStreamsTransport": "ditto.runtime.transports.redis_streams",
+        "RemoteWorkerServer": "ditto.runtime.transports.redis_worker",
+    },
+)
