@@ -423,18 +423,19 @@ async def test_every_graph_run_has_a_fresh_run_id() -> None:
 
 
 async def test_the_timeout_covers_the_whole_loop() -> None:
-    """Each graph takes 20 ms, well inside the 60 ms timeout; the loop as a whole does not."""
+    """Each graph takes 20 ms, well inside the 60 ms timeout, and 50 of them are allowed: only a
+    timeout over the whole loop ends it with LOOP_TIMEOUT (a per-graph one would let all 50 run
+    into LOOP_LIMIT_REACHED). Nothing here depends on how fast the machine is: a slower one only
+    runs fewer graphs before the deadline."""
     probe = Probe()
     definition = loop(graph=counting(delay=0.02), update=step_up, done=never, max_iterations=50)
     async with create_ditto(workers=[probe.worker()]) as runtime:
-        started = anyio.current_time()
         with pytest.raises(DittoError) as raised:
             await runtime.loop(definition, 0, timeout=0.06)
-        elapsed = anyio.current_time() - started
     assert raised.value.code == ErrorCode.LOOP_TIMEOUT
-    assert 2 <= len(probe.calls) <= 4
-    assert probe.cancelled == [probe.calls[-1]]  # the graph running at the deadline was cancelled
-    assert elapsed < 0.5
+    assert len(probe.calls) < 50
+    # The graph running at the deadline, if one was, is the one cancelled.
+    assert set(probe.cancelled) <= set(probe.calls[-1:])
 
 
 async def test_a_plan_loop_times_out_as_a_whole_too() -> None:
@@ -451,7 +452,7 @@ async def test_a_plan_loop_times_out_as_a_whole_too() -> None:
         with pytest.raises(DittoError) as raised:
             await runtime.loop(loop(plan=plan, max_iterations=50), 0, timeout=0.06)
     assert raised.value.code == ErrorCode.LOOP_TIMEOUT
-    assert 2 <= len(probe.calls) <= 4
+    assert len(probe.calls) < 50
 
 
 async def test_a_plan_that_swallows_the_timeout_still_ends_with_loop_timeout() -> None:

@@ -78,11 +78,16 @@ class ContextHarness:
 STORE_KINDS = ("inprocess", "redis")
 
 
-def make_store(kind: str, clock: FakeClock, redis_space: RedisSpace | None) -> ContextStateStore:
+def make_store(
+    kind: str, clock: FakeClock, redis_space: RedisSpace | None, *, ttl_ms: int = TTL_MS
+) -> ContextStateStore:
+    """A store of ``kind``. Redis keeps time by its own clock, not ``clock``: a test that does
+    not move time on purpose (see :meth:`ContextHarness.advance`) needs a ``ttl_ms`` that no
+    slow machine outlives."""
     if kind == "inprocess":
-        return InProcessContextStore(ttl_ms=TTL_MS, max_scopes=100, clock=clock)
+        return InProcessContextStore(ttl_ms=ttl_ms, max_scopes=100, clock=clock)
     assert redis_space is not None
-    return RedisContextStore.from_url(redis_space.url, ttl_ms=TTL_MS, key_prefix=redis_space.prefix)
+    return RedisContextStore.from_url(redis_space.url, ttl_ms=ttl_ms, key_prefix=redis_space.prefix)
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ditto import create_ditto
 from ditto.errors import InvalidInputError
+from tests.workers.memory.conformance.test_embedder import SAME_VECTOR_ATOL
 from workers.memory import (
     InProcessMemoryStore,
     MemoryErrorCode,
@@ -58,11 +59,11 @@ async def test_minilm_vectors_do_not_depend_on_the_thread_count() -> None:
     blas_before = [library["num_threads"] for library in threadpool_info()]
     one = await MiniLMEmbedder(batch_size=4, threads=1).embed(texts)
     two = await MiniLMEmbedder(batch_size=4, threads=2).embed(texts)
-    np.testing.assert_allclose(one, two, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(one, two, rtol=0, atol=SAME_VECTOR_ATOL)
     # Nor on the other texts of the call: the three copies of a text get the same vector.
     third = len(texts) // 3
-    np.testing.assert_allclose(one[:third], one[third : 2 * third], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(one[:third], one[2 * third :], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(one[:third], one[third : 2 * third], rtol=0, atol=SAME_VECTOR_ATOL)
+    np.testing.assert_allclose(one[:third], one[2 * third :], rtol=0, atol=SAME_VECTOR_ATOL)
     # The one-thread BLAS limit holds during a call only: the rest of the process keeps its own.
     assert [library["num_threads"] for library in threadpool_info()] == blas_before
     assert (await MiniLMEmbedder(threads=2).embed([])).shape == (0, 384)
