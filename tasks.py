@@ -5,10 +5,12 @@ Needs only Python 3.11+ and the package index. Each task creates ``.venv`` and i
 needs on first use (again only when ``pyproject.toml`` changes).
 
     python3 tasks.py demo              run the demo (embedded defaults, no server needed)
-    python3 tasks.py test [ARGS...]    ruff, mypy --strict, then pytest (ARGS go to pytest)
+    python3 tasks.py test [ARGS...]    ruff, mypy --strict, import contracts, then pytest (ARGS go
+                                       to pytest)
     python3 tasks.py lint              ruff check + ruff format --check
     python3 tasks.py format            ruff format + ruff check --fix
     python3 tasks.py typecheck         mypy --strict on ditto and workers
+    python3 tasks.py imports           lint-imports: the layer and import contracts
     python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
     python3 tasks.py run SCRIPT [ARGS] run a script (an example) with the project installed
 """
@@ -113,9 +115,16 @@ def typecheck(args: Sequence[str] = ()) -> None:
     _run(PYTHON, "-m", "mypy", "--strict", "ditto", "workers")
 
 
+def imports(args: Sequence[str] = ()) -> None:
+    ensure_env(TEST_EXTRAS)
+    _say("lint-imports (the layers and import contracts in pyproject.toml)")
+    _run(BIN / "lint-imports", "--no-cache")
+
+
 def test(args: Sequence[str]) -> None:
     lint()
     typecheck()
+    imports()
     _say("pytest")
     _run(PYTHON, "-m", "pytest", *args)
 
@@ -145,6 +154,7 @@ TASKS = {
     "lint": lint,
     "format": format_code,
     "typecheck": typecheck,
+    "imports": imports,
     "bench": bench,
     "run": run_script,
 }

@@ -29,8 +29,8 @@ from memory_store import Corpus
 from timing import Figure, alternate, timed_async
 
 from ditto import create_ditto
+from ditto.app.tools import MemoryToolkit
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.tools import MemoryToolkit
 
 TARGET = 1.2
 

@@ -29,7 +29,7 @@ from typing import Annotated, Any, TypedDict
 from timing import Figure, alternate, timed_async
 
 from ditto import Ditto, Graph, NodeContext, create_ditto, define_worker, graph
-from ditto.runtime.checkpoints import SqliteCheckpointStore
+from ditto.adapters.sqlite import SqliteCheckpointStore
 
 Shape = list[tuple[str, list[str]]]
 

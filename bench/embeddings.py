@@ -48,7 +48,11 @@ from typing import Any
 import numpy as np
 from timing import Spread, alternate
 
-from workers.memory.embeddings.minilm import MiniLMEmbedder, default_threads, installed_model_dir
+from workers.memory.retrieval.embeddings.minilm import (
+    MiniLMEmbedder,
+    default_threads,
+    installed_model_dir,
+)
 
 TARGET = 0.8
 BATCH = 32

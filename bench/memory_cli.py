@@ -65,7 +65,7 @@ RAW_EXPORT = textwrap.dedent(
 RAW_IMPORT = textwrap.dedent(
     """
     import sqlite3, sys, msgspec
-    from workers.memory.contracts import ExportLine
+    from workers.memory.model.contracts import ExportLine
     from workers.memory.stores.sqlite.schema import migrate
     from workers.memory.stores.sqlite.sql import INSERT_COLUMNS, connect, fts_row, item_row
     connection = connect(sys.argv[1])

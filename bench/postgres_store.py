@@ -45,9 +45,9 @@ from memory_store import Corpus  # bench/ is the script's folder
 
 from ditto import Ditto, create_ditto
 from workers.memory import MemoryDraft, MemoryItem, create_memory_worker
-from workers.memory.records import new_item, to_micros, utc_now
-from workers.memory.search.keyword import idf
-from workers.memory.search.text import query_words
+from workers.memory.model.records import new_item, to_micros, utc_now
+from workers.memory.retrieval.keyword import idf
+from workers.memory.retrieval.text import query_words
 from workers.memory.stores.postgres import PostgresMemoryStore
 from workers.memory.stores.postgres.search import DEFAULT_BUDGET, KeywordPlanner
 from workers.memory.stores.postgres.sql import STORED_COLUMNS, item_values

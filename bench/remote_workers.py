@@ -40,8 +40,8 @@ from redis import exceptions as redis_errors
 from timing import Figure, alternate, timed_async
 
 from ditto import create_ditto, define_worker, graph
+from ditto.adapters.redis.streams import RedisStreamsTransport
 from ditto.runtime.transports.envelope import Signer
-from ditto.runtime.transports.redis_streams import RedisStreamsTransport
 
 SECRET = uuid.uuid4().hex
 P50_TARGET = 1.5

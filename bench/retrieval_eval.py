@@ -41,8 +41,8 @@ from datasets import Dataset, cache_dir, load
 
 from ditto import Ditto, create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder
-from workers.memory.embeddings.minilm import installed_model_dir
+from workers.memory.retrieval.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder
+from workers.memory.retrieval.embeddings.minilm import installed_model_dir
 
 CUTOFFS = (1, 5, 10)
 BATCH = 256

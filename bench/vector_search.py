@@ -46,11 +46,11 @@ from timing import Figure, alternate, timed_async
 
 from ditto import Ditto, create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.embeddings import CallableEmbedder
-from workers.memory.embeddings.base import EmbeddingModel
+from workers.memory.retrieval.embeddings import CallableEmbedder
+from workers.memory.retrieval.embeddings.base import EmbeddingModel
+from workers.memory.retrieval.vectors import VectorIndex
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite.sql import COLUMNS
-from workers.memory.vectors import VectorIndex
 
 DIMENSION = 384
 K = 10

@@ -45,19 +45,19 @@ from ditto.runtime import (
 )
 
 if TYPE_CHECKING:
-    from ditto.config import Settings, load_config
-    from ditto.memory import AsyncMemory, Memory
+    from ditto.app.config import Settings, load_config
+    from ditto.app.memory import AsyncMemory, Memory
 
 
 def __getattr__(name: str) -> object:
     # Imported when first used: Memory pulls in the MEMORY worker and its store, the
     # configuration pulls in pydantic and PyYAML.
     if name in ("Memory", "AsyncMemory"):
-        from ditto import memory
+        from ditto.app import memory
 
         return getattr(memory, name)
     if name in ("Settings", "load_config"):
-        from ditto import config
+        from ditto.app import config
 
         return getattr(config, name)
     raise AttributeError(f"module 'ditto' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """``python -m ditto`` runs the ``ditto`` command."""
 
-from ditto.cli.app import main
+from ditto.app.cli.app import main
 
 main()

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from ditto import AsyncMemory
-from workers.memory.tools import MemoryToolkit, recall_block, save_turn
+from ditto.app.tools import MemoryToolkit, recall_block, save_turn
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from ditto import Ditto, NodeContext, RunEnd, TaskDone, create_ditto, define_worker, graph, loop
-from ditto.runtime.checkpoints import SqliteCheckpointStore
+from ditto.adapters.sqlite import SqliteCheckpointStore
 
 CHECKPOINTS = Path("approvals.sqlite")
 

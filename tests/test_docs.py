@@ -7,10 +7,7 @@ import re
 from pathlib import Path
 
 from ditto.errors import ErrorCode
-from ditto.runtime.checkpoints import CheckpointErrorCode
-from workers.context.errors import ContextErrorCode
 from workers.memory import InProcessMemoryStore, SqliteMemoryStore
-from workers.memory.errors import MemoryErrorCode
 from workers.memory.ports import CAPABILITIES
 from workers.memory.stores.postgres import PostgresMemoryStore
 
@@ -44,8 +41,7 @@ def test_the_error_code_table_lists_every_code_exactly_once() -> None:
     listed = _table_codes(_section("Error codes"))
     duplicates = sorted({code for code in listed if listed.count(code) > 1})
     assert duplicates == []
-    enums = (ErrorCode, MemoryErrorCode, ContextErrorCode, CheckpointErrorCode)
-    assert set(listed) == {code.value for enum in enums for code in enum}
+    assert set(listed) == {code.value for code in ErrorCode}
 
 
 def test_the_capability_table_says_what_each_store_offers() -> None:

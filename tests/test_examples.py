@@ -109,8 +109,8 @@ def test_the_readme_tour_runs(tmp_path: Path) -> None:
 
 
 def test_every_readme_yaml_example_is_valid_configuration(tmp_path: Path) -> None:
-    from ditto.bootstrap import build_embedder, build_retention
-    from ditto.config import load_config
+    from ditto.app.bootstrap import build_embedder, build_retention
+    from ditto.app.config import load_config
 
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
     examples = [block.split("```", 1)[0] for block in readme.split("```yaml\n")[1:]]

@@ -1,2 +1,2 @@
 """Worker implementations (MEMORY, CONTEXT). They import ``ditto``; ``ditto`` never imports them,
-except ``ditto.bootstrap``, which wires configured workers into a runtime."""
+except ``ditto.app.bootstrap``, which wires configured workers into a runtime."""

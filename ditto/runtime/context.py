@@ -3,7 +3,7 @@ call other nodes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 import anyio
 
@@ -11,9 +11,8 @@ from ditto.errors import Interrupt
 
 if TYPE_CHECKING:
     from ditto.contracts.result import NodeResult
-    from ditto.runtime.runtime import Ditto
 
-__all__ = ("NO_ANSWER", "ExecutionScope", "NodeContext")
+__all__ = ("NO_ANSWER", "ExecutionScope", "Invoker", "NodeContext")
 
 NO_ANSWER: Final = object()
 """The resume value of a call that is not resuming an interrupt (``None`` is a valid answer)."""
@@ -27,12 +26,31 @@ class ExecutionScope(NamedTuple):
     task_id: str
 
 
+class Invoker(Protocol):
+    """How a handler's nested calls (and a remote worker's received calls) reach the runtime:
+    routed again, inside an outer deadline, accepted even while the runtime drains."""
+
+    async def __call__(
+        self,
+        node_type: str,
+        input: Any,
+        *,
+        timeout: float | None,
+        principal: str | None,
+        worker: str | None,
+        execution: ExecutionScope | None,
+        outer_deadline: float | None,
+        attempt: int = 1,
+        execution_id: str | None = None,
+    ) -> NodeResult[Any]: ...
+
+
 class NodeContext:
     """The second argument of every handler."""
 
     __slots__ = (
         "_answer",
-        "_runtime",
+        "_invoke",
         "attempt",
         "deadline",
         "execution",
@@ -44,7 +62,7 @@ class NodeContext:
 
     def __init__(
         self,
-        runtime: Ditto,
+        invoke: Invoker,
         node: str,
         execution_id: str,
         worker_id: str,
@@ -54,7 +72,7 @@ class NodeContext:
         answer: Any = NO_ANSWER,
         attempt: int = 1,
     ) -> None:
-        self._runtime = runtime
+        self._invoke = invoke
         self._answer = answer
         self.attempt = attempt
         """1 for a first delivery; a remote worker that takes over the call of a worker that
@@ -117,7 +135,7 @@ class NodeContext:
         execution scope, principal and deadline (``timeout`` can only shorten it), and is still
         accepted while the runtime drains during ``close()``.
         """
-        return await self._runtime._invoke(
+        return await self._invoke(
             node_type,
             input,
             timeout=timeout,

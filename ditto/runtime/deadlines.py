@@ -10,10 +10,9 @@ power of two of milliseconds, under 1/128 of the time left) for distant ones, so
 default deadline shares its timer with every call of the next ~128 ms: a deadline fires at most
 1 ms or 1% of its duration late, whichever is more.
 
-Stores that commit use :func:`claim_outcome`: a deadline means "not done" — a ``timeout``
-result promises the work was not committed — so a store that is about to commit (or finds its
-commit already under way when the deadline cancels it) claims the outcome, and the runtime then
-reports what really happened instead of ``timeout``.
+Stores that commit claim their outcome through :mod:`ditto.contracts.outcomes` (a deadline
+means "not done" — a ``timeout`` result promises the work was not committed): the runtime sets
+its :data:`~ditto.contracts.outcomes.CURRENT` to the running call's :class:`Deadline`.
 """
 
 from __future__ import annotations
@@ -21,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
-from contextvars import ContextVar
 from typing import Any
 from weakref import WeakKeyDictionary
 
-__all__ = ("CURRENT", "Deadline", "arm", "claim_outcome")
+__all__ = ("Deadline", "arm")
 
 _SLOTS_PER_SECOND = 1000
 _PRECISION = 128  # a slot is at most 1/128 of the time left until the deadline
@@ -100,20 +98,3 @@ def arm(
             wheel = _wheels[loop] = _Wheel(loop)
         _current = wheel
     return wheel.arm(loop, task, when, now)
-
-
-CURRENT: ContextVar[Deadline | None] = ContextVar("ditto_deadline", default=None)
-"""The deadline of the invocation whose handler is running (set by the runtime)."""
-
-
-def claim_outcome() -> None:
-    """Say that the running invocation's work is committing (or has committed): its deadline no
-    longer cancels it, and the runtime reports the handler's real result — also when the
-    deadline had already fired while the commit was under way, which it would otherwise report
-    as ``timeout`` (a promise that nothing was written). Call it on the event loop, right before
-    a commit begins or when a cancelled wait finds one already begun. Outside an invocation it
-    does nothing."""
-    deadline = CURRENT.get()
-    if deadline is not None:
-        deadline.claimed = True
-        deadline.disarm()

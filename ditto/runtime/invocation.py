@@ -16,15 +16,15 @@ from random import getrandbits
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ditto.contracts.outcomes import CURRENT
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
-from ditto.runtime.context import NO_ANSWER, ExecutionScope, NodeContext
-from ditto.runtime.deadlines import CURRENT, arm
+from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker, NodeContext
+from ditto.runtime.deadlines import arm
 from ditto.runtime.remote import call_remote
 
 if TYPE_CHECKING:
     from ditto.runtime.router import Route
-    from ditto.runtime.runtime import Ditto
 
 __all__ = ("invoke_route", "new_execution_id")
 
@@ -69,7 +69,7 @@ new_execution_id = _ids.next
 
 
 async def invoke_route(
-    runtime: Ditto,
+    nested: Invoker,
     route: Route,
     value: Any,
     *,
@@ -84,6 +84,7 @@ async def invoke_route(
     """Run one invocation of ``route``'s node type and wrap the outcome.
 
     Args:
+        nested: How the handler's ``ctx.invoke`` reaches the runtime.
         deadline: Absolute time on the event loop's clock (``loop.time()``).
         answer: What ``runtime.resume`` answered, when this call resumes an interrupted task.
         attempt: How many times this call was delivered (a remote worker's redelivery).
@@ -118,7 +119,7 @@ async def invoke_route(
     cancelling = task.cancelling()
     timer = arm(loop, task, deadline, now)
     ctx = NodeContext(
-        runtime, node, execution_id, replica_id, execution, principal, deadline, answer, attempt
+        nested, node, execution_id, replica_id, execution, principal, deadline, answer, attempt
     )
     replica.active += 1
     error: ErrorInfo | None = None

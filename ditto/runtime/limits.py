@@ -1,19 +1,17 @@
 """The runtime's scheduling defaults, as plain values.
 
-``ditto.yaml`` (``runtime:``) overrides them through :class:`~ditto.config.settings.Settings`;
-a runtime created without settings uses these and never imports the configuration package
-(pydantic, PyYAML), so ``import ditto`` and a bare ``Ditto()`` stay light.
+``ditto.yaml`` (``runtime:``) overrides them: the application's ``Settings`` has a ``limits``
+property that builds a :class:`RuntimeLimits`, and ``create_ditto(config=settings)`` reads only
+that. The runtime never imports the configuration package (pydantic, PyYAML), so ``import
+ditto`` and a bare ``Ditto()`` stay light, and the SDK does not depend on the app layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ditto.config.settings import Settings
-
-__all__ = ("DEFAULT_LIMITS", "RuntimeLimits")
+__all__ = ("DEFAULT_LIMITS", "LimitsSource", "RuntimeLimits")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,15 +23,13 @@ class RuntimeLimits:
     stall_warning_ms: int | None = 250
     loop_max_iterations: int = 32
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RuntimeLimits:
-        runtime = settings.runtime
-        return cls(
-            timeout_ms=runtime.timeout_ms,
-            graph_concurrency=runtime.graph_concurrency,
-            stall_warning_ms=runtime.stall_warning_ms,
-            loop_max_iterations=runtime.loop_max_iterations,
-        )
+
+class LimitsSource(Protocol):
+    """Anything that can say which limits a runtime runs with, e.g. the ``Settings`` from
+    :func:`ditto.load_config`."""
+
+    @property
+    def limits(self) -> RuntimeLimits: ...
 
 
 DEFAULT_LIMITS = RuntimeLimits()

@@ -1,5 +1,7 @@
 """Loops: graphs run again and again until a condition holds (plan -> act -> observe).
 
+This module defines them; :mod:`ditto.runtime.loop_runner` runs them.
+
 Two forms, both run by :meth:`Ditto.loop` and built with :func:`loop`:
 
 * **State machine** — ``loop(graph=..., bind=..., update=..., done=...)``. Each iteration picks
@@ -31,35 +33,26 @@ Rules (the reference's):
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ditto.errors import DittoError, ErrorCode, InvalidInputError
+from ditto.errors import InvalidInputError
 from ditto.graph.builder import Graph
-from ditto.runtime.checkpoints.loops import LoopCheckpoint
-from ditto.runtime.results import RunResult
 
 if TYPE_CHECKING:
-    from ditto.runtime.runtime import Ditto
+    from ditto.runtime.results import RunResult
 
 __all__ = (
     "LoopDefinition",
     "LoopEvent",
     "LoopObserver",
-    "LoopOptions",
     "LoopStep",
     "PlanLoop",
     "StateLoop",
-    "check_loop",
+    "checked_limit",
     "loop",
-    "run_loop",
 )
-
-DEFAULT_MAX_ITERATIONS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +70,29 @@ class LoopEvent:
 
 
 LoopObserver = Callable[[LoopEvent], Awaitable[None] | None]
+
+
+class LoopStep(Protocol):
+    """What a plan loop awaits: ``await step(graph, input)`` runs one graph of the loop.
+
+    Raises:
+        DittoError: ``LOOP_LIMIT_REACHED`` when the loop already ran ``max_iterations``
+            graphs; ``LOOP_TIMEOUT`` past the loop's timeout (a plan that caught the
+            cancellation cannot run another graph).
+        GraphRunError: A binder raised (catch it to branch).
+    """
+
+    iteration: int
+    """Graph executions so far."""
+
+    async def __call__(
+        self,
+        graph: Graph,
+        graph_input: Any = None,
+        *,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+    ) -> RunResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +148,7 @@ def loop(
     """
     if not isinstance(id, str) or not id.strip():
         raise InvalidInputError("a loop id must be a non-empty string")
-    _checked_limit(max_iterations)
+    checked_limit(max_iterations)
     if plan is not None:
         if any(part is not None for part in (graph, bind, update, done)):
             raise InvalidInputError("a loop takes either plan= or graph=/update=/done=, not both")
@@ -151,251 +167,12 @@ def _same(state: Any) -> Any:
     return state
 
 
-def _checked_limit(value: object) -> int | None:
+def checked_limit(value: object) -> int | None:
+    """``value`` if it is ``None`` or a positive integer.
+
+    Raises:
+        InvalidInputError: It is neither.
+    """
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidInputError("max_iterations must be a positive integer")
     return value
-
-
-class LoopStep:
-    """What a plan loop awaits: ``await step(graph, input)`` runs one graph of the loop."""
-
-    __slots__ = (
-        "_emit",
-        "_expired",
-        "_loop",
-        "_options",
-        "_runtime",
-        "exhausted",
-        "iteration",
-        "limit",
-    )
-
-    def __init__(
-        self,
-        runtime: Ditto,
-        loop_id: str,
-        limit: int,
-        options: dict[str, Any],
-        emit: Callable[[LoopEvent], Awaitable[None]],
-        expired: Callable[[], bool],
-    ) -> None:
-        self._runtime = runtime
-        self._expired = expired
-        self._loop = loop_id
-        self._options = options
-        self._emit = emit
-        self.limit = limit
-        self.iteration = 0
-        """Graph executions so far."""
-        self.exhausted = False
-
-    async def __call__(
-        self,
-        graph: Graph,
-        graph_input: Any = None,
-        *,
-        concurrency: int | None = None,
-        timeout: float | None = None,
-    ) -> RunResult:
-        """Run ``graph`` as the loop's next iteration.
-
-        Raises:
-            DittoError: ``LOOP_LIMIT_REACHED`` when the loop already ran ``max_iterations``
-                graphs; ``LOOP_TIMEOUT`` past the loop's timeout (a plan that caught the
-                cancellation cannot run another graph).
-            GraphRunError: A binder raised (catch it to branch).
-        """
-        if self._expired():
-            raise _timed_out(self._loop)
-        if self.iteration >= self.limit:
-            self.exhausted = True
-            raise _limit_reached(self._loop, self.limit)
-        options = dict(self._options)
-        if concurrency is not None:
-            options["concurrency"] = concurrency
-        if timeout is not None:
-            options["timeout"] = timeout
-        iteration = self.iteration
-        self.iteration += 1
-        return await _run_graph(
-            self._runtime, self._loop, iteration, graph, graph_input, options, self._emit
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class LoopOptions:
-    """A loop's checked options (see :meth:`Ditto.loop`)."""
-
-    limit: int
-    concurrency: int | None
-    timeout: float | None
-    principal: str | None
-    checkpoint: str | None
-
-
-def check_loop(
-    runtime: Ditto,
-    definition: object,
-    *,
-    concurrency: int | None,
-    timeout: float | None,
-    principal: str | None,
-    checkpoint: str | None,
-) -> LoopOptions:
-    """Check everything about a loop before any callback runs.
-
-    Raises:
-        InvalidInputError: Not a loop definition, an invalid limit, concurrency or timeout, or a
-            checkpoint for a plan loop.
-    """
-    if not isinstance(definition, StateLoop | PlanLoop):
-        raise InvalidInputError("loop() takes a definition built with ditto.loop()")
-    limit = (
-        _checked_limit(definition.max_iterations)
-        or _checked_limit(runtime.limits.loop_max_iterations)
-        or DEFAULT_MAX_ITERATIONS
-    )
-    if checkpoint is not None and isinstance(definition, PlanLoop):
-        raise InvalidInputError(
-            "a plan loop cannot be checkpointed (its progress is code, not data): use a "
-            "state-machine loop, or checkpoint each graph with run(..., checkpoint=)"
-        )
-    if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint.strip()):
-        raise InvalidInputError("a checkpoint id must be a non-empty string")
-    if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-    ):
-        raise InvalidInputError("concurrency must be a positive integer")
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise InvalidInputError("timeout must be a positive number of seconds")
-    return LoopOptions(limit, concurrency, timeout, principal, checkpoint)
-
-
-async def run_loop(
-    runtime: Ditto,
-    definition: LoopDefinition,
-    loop_input: Any,
-    options: LoopOptions,
-    on_event: LoopObserver | None,
-) -> Any:
-    """Run ``definition`` with options from :func:`check_loop` (see the module docstring)."""
-    deadline = None
-    if options.timeout is not None:
-        deadline = asyncio.get_running_loop().time() + options.timeout
-
-    async def emit(event: LoopEvent) -> None:
-        if on_event is not None:
-            outcome = on_event(event)
-            if inspect.isawaitable(outcome):
-                await outcome
-
-    run_options: dict[str, Any] = {
-        "concurrency": options.concurrency,
-        "principal": options.principal,
-    }
-    scope = asyncio.timeout_at(deadline)
-    try:
-        async with scope:
-            if isinstance(definition, PlanLoop):
-                step = LoopStep(
-                    runtime, definition.id, options.limit, run_options, emit, scope.expired
-                )
-                value = await definition.plan(step, loop_input)
-                if step.exhausted:
-                    raise _limit_reached(definition.id, options.limit)
-            else:
-                value = await _state_machine(
-                    runtime,
-                    definition,
-                    loop_input,
-                    options.limit,
-                    run_options,
-                    emit,
-                    options.checkpoint,
-                    options.principal,
-                )
-    except TimeoutError:
-        if not scope.expired():
-            raise
-        raise _timed_out(definition.id) from None
-    if scope.expired():  # the deadline's cancellation was caught and swallowed inside
-        raise _timed_out(definition.id)
-    return value
-
-
-def _timed_out(loop_id: str) -> DittoError:
-    return DittoError(f"loop {loop_id!r} did not finish in time", code=ErrorCode.LOOP_TIMEOUT)
-
-
-async def _state_machine(
-    runtime: Ditto,
-    definition: StateLoop,
-    state: Any,
-    limit: int,
-    options: dict[str, Any],
-    emit: Callable[[LoopEvent], Awaitable[None]],
-    checkpoint: str | None,
-    principal: str | None,
-) -> Any:
-    saved = (
-        None
-        if checkpoint is None
-        else LoopCheckpoint(runtime.checkpoints, definition.id, checkpoint)
-    )
-    first = 0
-    if saved is not None:
-        resumed = await saved.load(state, principal)
-        if resumed is not None:
-            iteration, state, finished = resumed
-            if finished:
-                return state
-            first = iteration + 1
-    for iteration in range(first, limit):
-        selected = definition.graph
-        plan = selected if isinstance(selected, Graph) else selected(state)
-        if not isinstance(plan, Graph):
-            raise InvalidInputError(f"loop {definition.id!r}: the graph selector returned no graph")
-        result = await _run_graph(
-            runtime, definition.id, iteration, plan, definition.bind(state), options, emit
-        )
-        state = definition.update(state, result)
-        finished = bool(definition.done(state, result))
-        if saved is not None:
-            await saved.save(iteration, state, finished)
-        if finished:
-            return state
-    raise _limit_reached(definition.id, limit)
-
-
-async def _run_graph(
-    runtime: Ditto,
-    loop_id: str,
-    iteration: int,
-    plan: Graph,
-    graph_input: Any,
-    options: dict[str, Any],
-    emit: Callable[[LoopEvent], Awaitable[None]],
-) -> RunResult:
-    nodes = tuple(task.id for task in plan.tasks)
-    await emit(LoopEvent(loop_id, iteration, plan.name, nodes, "started"))
-    try:
-        result = await runtime.run(plan, graph_input, **options)
-    except Exception:
-        await emit(LoopEvent(loop_id, iteration, plan.name, nodes, "failed"))
-        raise
-    await emit(LoopEvent(loop_id, iteration, plan.name, nodes, "completed"))
-    return result
-
-
-def _limit_reached(loop_id: str, limit: int) -> DittoError:
-    return DittoError(
-        f"loop {loop_id!r} reached its iteration limit ({limit}) without finishing",
-        code=ErrorCode.LOOP_LIMIT_REACHED,
-        details={"loop_id": loop_id, "max_iterations": limit},
-    )

@@ -2,8 +2,8 @@
 into it — the checkpoint that records each finished task, the interrupts that pause the run,
 the observer that streams each result.
 
-``Ditto.run``, ``Ditto.resume`` and ``Ditto.stream`` check their arguments and hand a
-:class:`RunRequest` here.
+The engine checks a run's arguments and hands a :class:`RunRequest` here, together with the
+few things a run needs from it (:class:`RunServices`): never the facade.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ditto.contracts.result import NodeResult
 from ditto.errors import ErrorCode, InvalidInputError
@@ -21,19 +21,21 @@ from ditto.graph.builder import Graph
 from ditto.graph.plan import Plan
 from ditto.runtime.checkpoints.envelope import plain_json
 from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope
-from ditto.runtime.context import NO_ANSWER, ExecutionScope
+from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker
 from ditto.runtime.invocation import invoke_route, new_execution_id
 from ditto.runtime.results import GraphRunError, InterruptInfo, RunResult
 from ditto.runtime.scheduler import AfterTask, execute_plan
 
 if TYPE_CHECKING:
     from ditto.graph.task import Task
+    from ditto.runtime.checkpoints.graphs import KnownPlans
+    from ditto.runtime.checkpoints.port import CheckpointStore
     from ditto.runtime.registry import WorkerRegistry
-    from ditto.runtime.runtime import Ditto
 
 __all__ = (
     "ResultObserver",
     "RunRequest",
+    "RunServices",
     "checked_request",
     "execute_run",
     "seconds",
@@ -44,6 +46,26 @@ ResultObserver = Callable[[str, NodeResult[Any]], Awaitable[None]]
 """Awaited with ``(task_id, result)`` as each task finishes, before its dependents start."""
 
 _INTERRUPTED = ErrorCode.INTERRUPTED.value
+
+
+class RunServices(Protocol):
+    """What a run needs from the runtime: the routes, the default deadline, the checkpoint
+    store, the plans it ran, and the way nested calls come back in."""
+
+    @property
+    def registry(self) -> WorkerRegistry: ...
+
+    @property
+    def default_timeout(self) -> float: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def plans(self) -> KnownPlans: ...
+
+    @property
+    def invoke_nested(self) -> Invoker: ...
 
 
 @dataclass(slots=True)
@@ -129,7 +151,7 @@ def stored_result(plan: Plan, checkpoint: GraphCheckpoint) -> RunResult:
     )
 
 
-async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
+async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
     """Run ``request`` to its end, an interrupt, or a binder's failure.
 
     Raises:
@@ -142,8 +164,9 @@ async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
     checkpoint = request.checkpoint
     run_id = new_execution_id()
     graph_id = plan.graph_id
-    routes = runtime._registry.routes
-    default_timeout = runtime._default_timeout
+    routes = services.registry.routes
+    default_timeout = services.default_timeout
+    nested = services.invoke_nested
     principal = request.principal
     run_deadline = request.deadline
     answers = request.answers
@@ -157,7 +180,7 @@ async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
         if run_deadline is not None and run_deadline < deadline:
             deadline = run_deadline
         return await invoke_route(
-            runtime,
+            nested,
             routes[task.node_type],
             node_input,
             deadline=deadline,
@@ -197,9 +220,9 @@ async def execute_run(runtime: Ditto, request: RunRequest) -> RunResult:
         if checkpoint is None:
             # Nothing was recorded during the run: record everything that finished now, so
             # `resume` has what it needs.
-            checkpoint = GraphCheckpoint(runtime.checkpoints, run_id)
+            checkpoint = GraphCheckpoint(services.checkpoints, run_id)
             await checkpoint.begin(
-                graph_scope(graph_id), runtime._plans.remember(plan), request.run_input, principal
+                graph_scope(graph_id), services.plans.remember(plan), request.run_input, principal
             )
             interrupted = {info.task_id for info in interrupts}
             await checkpoint.record_all(

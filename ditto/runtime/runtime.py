@@ -1,46 +1,32 @@
-"""The ``Ditto`` runtime: ``invoke``, ``run``, ``resume``, ``stream``, ``loop`` and ``close``.
+"""The ``Ditto`` facade: ``invoke``, ``run``, ``resume``, ``stream``, ``loop`` and ``close``.
 
-Registration lives in :mod:`ditto.runtime.registry`, one graph run in :mod:`ditto.runtime.runs`,
-loops in :mod:`ditto.runtime.loops` and streams in :mod:`ditto.runtime.streams`; this class
-checks arguments, keeps the books (what is in flight, what to dispose) and connects them.
+This class is the public API and its documentation; the work is done by the
+:class:`~ditto.runtime.engine.Engine` underneath it, which the runtime's parts receive as the
+narrow collaborators they declare. Nothing in the runtime imports this module.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ditto.contracts.result import NodeResult
-from ditto.graph.builder import Graph
-from ditto.graph.plan import Plan
-from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
-from ditto.runtime.context import NO_ANSWER, ExecutionScope
-from ditto.runtime.invocation import invoke_route
-from ditto.runtime.lifecycle import Lifecycle
-from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
-from ditto.runtime.registry import WorkerHandle, WorkerRegistry
-from ditto.runtime.results import RunResult
-from ditto.runtime.router import Route, WorkerInfo
-from ditto.runtime.runs import (
-    ResultObserver,
-    RunRequest,
-    checked_request,
-    execute_run,
-    seconds,
-    stored_result,
-)
-from ditto.runtime.watchdog import LoopWatchdog, handler_codes
-from ditto.runtime.worker import WorkerDefinition
+from ditto.runtime.context import NO_ANSWER
+from ditto.runtime.engine import Engine
+from ditto.runtime.limits import DEFAULT_LIMITS, LimitsSource, RuntimeLimits
+from ditto.runtime.registry import WorkerHandle
+from ditto.runtime.router import WorkerInfo
 
 if TYPE_CHECKING:
-    from ditto.config.settings import Settings
     from ditto.contracts.node_types import NodeContract
+    from ditto.contracts.result import NodeResult
+    from ditto.graph.builder import Graph
     from ditto.runtime.checkpoints.port import CheckpointStore
     from ditto.runtime.loops import LoopDefinition, LoopObserver
+    from ditto.runtime.results import RunResult
     from ditto.runtime.streams import RunStream
     from ditto.runtime.transports.port import Transport
+    from ditto.runtime.worker import WorkerDefinition
 
 __all__ = ("Ditto", "WorkerHandle", "create_ditto")
 
@@ -51,49 +37,32 @@ class Ditto:
     Create it with :func:`create_ditto` and use it as an async context manager, which closes it.
 
     Args:
-        settings: Configuration from :func:`ditto.config.load_config`; ``None`` uses the library
-            defaults (and imports no configuration code).
+        limits: The scheduling limits (``Settings.limits`` of :func:`ditto.load_config`);
+            ``None`` uses the library defaults.
         checkpoints: Where checkpointed runs, interrupted runs and loops keep their state
             (``SqliteCheckpointStore`` survives the process); default: in this process only.
             The runtime closes it when it closes.
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, checkpoints: CheckpointStore | None = None
+        self,
+        limits: RuntimeLimits | None = None,
+        *,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
-        self._settings = settings
-        self.limits = DEFAULT_LIMITS if settings is None else RuntimeLimits.from_settings(settings)
-        """The scheduling limits in force (``runtime:`` of the settings)."""
-        self._registry = WorkerRegistry()
-        self._checkpoints = checkpoints
-        self._plans = KnownPlans()
-        self._default_timeout = self.limits.timeout_ms / 1000.0
-        self._life = Lifecycle()
-        stall_ms = self.limits.stall_warning_ms
-        self._watchdog = (
-            None
-            if stall_ms is None
-            else LoopWatchdog(stall_ms / 1000, lambda: handler_codes(self._registry.definitions))
-        )
-        self._watching = self._watchdog is None  # started by the first call (it needs the loop)
+        self.engine = Engine(DEFAULT_LIMITS if limits is None else limits, checkpoints)
+        """What the runtime's parts and servers that run calls for this runtime receive (e.g.
+        ``RemoteWorkerServer(runtime.engine.invoke_nested, ...)``); not needed otherwise."""
 
     @property
-    def settings(self) -> Settings:
-        """The effective configuration (library defaults when none was given)."""
-        if self._settings is None:
-            from ditto.config.settings import Settings
-
-            self._settings = Settings()
-        return self._settings
+    def limits(self) -> RuntimeLimits:
+        """The scheduling limits in force (``runtime:`` of the settings)."""
+        return self.engine.limits
 
     @property
     def checkpoints(self) -> CheckpointStore:
         """The checkpoint store (an in-process one unless the runtime was given another)."""
-        if self._checkpoints is None:
-            from ditto.runtime.checkpoints.inprocess import InProcessCheckpointStore
-
-            self._checkpoints = InProcessCheckpointStore()
-        return self._checkpoints
+        return self.engine.checkpoints
 
     async def __aenter__(self) -> Self:
         return self
@@ -127,8 +96,7 @@ class Ditto:
             WorkerDefinitionError: ``INVALID_WORKER`` for a bad replica count, a duplicate id or
                 a node type already registered with another contract.
         """
-        self._life.check_open()
-        return self._registry.register(worker, replicas=replicas, id=id)
+        return self.engine.register(worker, replicas=replicas, id=id)
 
     def register_remote(
         self,
@@ -139,7 +107,7 @@ class Ditto:
         id: str = "remote",
     ) -> WorkerHandle:
         """Route ``node_types`` to workers in other processes through ``transport`` (e.g. a
-        :class:`~ditto.runtime.transports.redis_streams.RedisStreamsTransport` served by
+        :class:`~ditto.adapters.redis.streams.RedisStreamsTransport` served by
         ``ditto worker serve``) whenever no local replica has free capacity.
 
         ``invoke``, ``run`` and ``ctx.invoke`` are unchanged; a result's ``worker_id`` names
@@ -157,19 +125,18 @@ class Ditto:
         Raises:
             WorkerDefinitionError: No or invalid node types, a bad concurrency, a duplicate id.
         """
-        self._life.check_open()
-        return self._registry.register_remote(
+        return self.engine.register_remote(
             node_types, transport=transport, concurrency=concurrency, id=id
         )
 
     def workers(self) -> list[WorkerInfo]:
         """A snapshot of every replica: id, type, node types, availability and load."""
-        return self._registry.workers()
+        return self.engine.registry.workers()
 
     @property
     def node_types(self) -> frozenset[str]:
         """Every node type some registered worker implements."""
-        return frozenset(self._registry.routes)
+        return frozenset(self.engine.registry.routes)
 
     # ----------------------------------------------------------------- invoke
 
@@ -203,70 +170,8 @@ class Ditto:
             UnknownWorkerError: ``worker`` is not a replica implementing ``node_type``.
             InvalidInputError: ``timeout`` is not a positive number.
         """
-        self._life.check_open()
-        route, deadline = self._prepare(node_type, timeout, worker, None)
-        self._life.admit()
-        try:
-            return await invoke_route(
-                self,
-                route,
-                input,
-                deadline=deadline,
-                principal=principal,
-                worker=worker,
-                execution=None,
-            )
-        finally:
-            self._life.release()
-
-    def _prepare(
-        self,
-        node_type: str,
-        timeout: float | None,
-        worker: str | None,
-        outer_deadline: float | None,
-    ) -> tuple[Route, float]:
-        """The route and the absolute deadline of one call (raises for misuse)."""
-        if not self._watching:
-            assert self._watchdog is not None
-            self._watchdog.start()
-            self._watching = True
-        route = self._registry.route(node_type)
-        if worker is not None:
-            route.check_pin(worker)
-        deadline = asyncio.get_running_loop().time() + (
-            self._default_timeout if timeout is None else seconds(timeout, "timeout")
-        )
-        if outer_deadline is not None and outer_deadline < deadline:
-            deadline = outer_deadline
-        return route, deadline
-
-    async def _invoke(
-        self,
-        node_type: str,
-        input: Any,
-        *,
-        timeout: float | None,
-        principal: str | None,
-        worker: str | None,
-        execution: ExecutionScope | None,
-        outer_deadline: float | None,
-        attempt: int = 1,
-        execution_id: str | None = None,
-    ) -> NodeResult[Any]:
-        """A nested call (``ctx.invoke``), or a remote worker running a call it received:
-        accepted even while the runtime drains."""
-        route, deadline = self._prepare(node_type, timeout, worker, outer_deadline)
-        return await invoke_route(
-            self,
-            route,
-            input,
-            deadline=deadline,
-            principal=principal,
-            worker=worker,
-            execution=execution,
-            attempt=attempt,
-            execution_id=execution_id,
+        return await self.engine.invoke(
+            node_type, input, timeout=timeout, principal=principal, worker=worker
         )
 
     # ----------------------------------------------------------------- run
@@ -317,12 +222,14 @@ class Ditto:
                 or principal), ``CHECKPOINT_CORRUPT``, ``CHECKPOINT_STORE_UNAVAILABLE``.
             GraphRunError: A binder raised.
         """
-        request = self._request(plan, run_input, concurrency, timeout, principal)
-        if checkpoint is not None:
-            request.checkpoint = await self._open_checkpoint(request, checkpoint)
-            if request.checkpoint.status == "completed":
-                return stored_result(request.plan, request.checkpoint)
-        return await self._execute(request)
+        return await self.engine.run(
+            plan,
+            run_input,
+            concurrency=concurrency,
+            timeout=timeout,
+            principal=principal,
+            checkpoint=checkpoint,
+        )
 
     async def resume(
         self,
@@ -350,24 +257,9 @@ class Ditto:
                 the checkpoint's plan; ``CHECKPOINT_CORRUPT`` when a digest does not match.
             InvalidInputError: No ``plan`` given and this process has not run the checkpoint's.
         """
-        self._life.check_open()
-        state = GraphCheckpoint(self.checkpoints, checkpoint_id)
-        await state.load_existing(self._registry.contracts)
-        run_input, principal = state.run_input, state.principal
-        request = self._request(
-            self._plans.of(state) if plan is None else plan,
-            run_input,
-            concurrency,
-            timeout,
-            principal,
+        return await self.engine.resume(
+            checkpoint_id, answer, plan=plan, concurrency=concurrency, timeout=timeout
         )
-        state.check(request.plan, self._plans.remember(request.plan), run_input, principal)
-        request.checkpoint = state
-        if state.status == "completed":
-            return stored_result(request.plan, state)
-        if answer is not NO_ANSWER:
-            request.answers = {interrupt["task"]: answer for interrupt in state.interrupts}
-        return await self._execute(request)
 
     def stream(
         self,
@@ -391,7 +283,7 @@ class Ditto:
         """
         from ditto.runtime.streams import RunStream
 
-        return RunStream(self, plan, run_input, buffer, options)
+        return RunStream(self.engine, plan, run_input, buffer, options)
 
     async def loop(
         self,
@@ -421,67 +313,22 @@ class Ditto:
         Returns:
             The final state (state machine), or the plan's return value.
         """
-        from ditto.runtime.loops import check_loop, run_loop
-
-        self._life.check_open()
-        options = check_loop(
-            self,
+        return await self.engine.loop(
             definition,
+            loop_input,
             concurrency=concurrency,
             timeout=timeout,
             principal=principal,
             checkpoint=checkpoint,
+            on_event=on_event,
         )
-        return await run_loop(self, definition, loop_input, options, on_event)
-
-    def _request(
-        self,
-        plan: Graph | Plan,
-        run_input: Any,
-        concurrency: int | None,
-        timeout: float | None,
-        principal: str | None,
-    ) -> RunRequest:
-        """Check a run's arguments before anything runs."""
-        self._life.check_open()
-        limit = concurrency if concurrency is not None else self.limits.graph_concurrency
-        return checked_request(self._registry, plan, run_input, limit, timeout, principal)
-
-    async def _open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint:
-        """The run's checkpoint: the existing one (checked against this run) or a new one."""
-        plan = request.plan
-        digest = self._plans.remember(plan)
-        state = GraphCheckpoint(self.checkpoints, checkpoint_id)
-        if await state.load(self._registry.contracts):
-            state.check(plan, digest, request.run_input, request.principal)
-        else:
-            await state.begin(
-                graph_scope(plan.graph_id), digest, request.run_input, request.principal
-            )
-        return state
-
-    async def _execute(
-        self, request: RunRequest, observe: ResultObserver | None = None
-    ) -> RunResult:
-        self._life.check_open()
-        if not self._watching:
-            assert self._watchdog is not None
-            self._watchdog.start()
-            self._watching = True
-        if observe is not None:
-            request.observe = observe
-        self._life.admit()
-        try:
-            return await execute_run(self, request)
-        finally:
-            self._life.release()
 
     # ----------------------------------------------------------------- close
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has started; no new top-level work is accepted."""
-        return self._life.closing
+        return self.engine.life.closing
 
     async def close(self) -> None:
         """Refuse new work, wait for accepted work to finish, then dispose each worker once and
@@ -495,34 +342,20 @@ class Ditto:
             WorkerCleanupError: One or more ``dispose`` callbacks (or the checkpoint store's
                 close) failed; every failure is in the group, not only the first.
         """
-        await self._life.close(self._stop_watching, self._dispose)
-
-    def _stop_watching(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.stop()
-
-    async def _dispose(self) -> list[Exception]:
-        failures = await self._registry.dispose_all()
-        if self._checkpoints is not None:
-            try:
-                await self._checkpoints.aclose()
-            except Exception as exc:
-                exc.add_note("while closing the checkpoint store")
-                failures.append(exc)
-        return failures
+        await self.engine.close()
 
 
 def create_ditto(
     *,
-    config: Settings | None = None,
+    config: LimitsSource | None = None,
     workers: Iterable[WorkerDefinition] = (),
     checkpoints: CheckpointStore | None = None,
 ) -> Ditto:
     """Create a runtime with ``workers`` registered (one replica each).
 
     Args:
-        config: Settings from :func:`ditto.config.load_config`; ``None`` uses library defaults
-            and reads no file and no environment.
+        config: Settings from :func:`ditto.load_config` (the runtime reads their ``limits``);
+            ``None`` uses library defaults and reads no file and no environment.
         workers: Worker definitions to register.
         checkpoints: The checkpoint store (see :class:`Ditto`).
 
@@ -531,7 +364,7 @@ def create_ditto(
         async with create_ditto(workers=[echo_worker]) as runtime:
             result = await runtime.invoke("ECHO.SAY", {"text": "hi"})
     """
-    runtime = Ditto(config, checkpoints=checkpoints)
+    runtime = Ditto(None if config is None else config.limits, checkpoints=checkpoints)
     for worker in workers:
         runtime.register(worker)
     return runtime

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -21,14 +21,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ditto.contracts.result import NodeResult
 from ditto.errors import InvalidInputError
 from ditto.graph.builder import Graph
-from ditto.runtime.loops import LoopEvent, PlanLoop, StateLoop, check_loop, run_loop
+from ditto.runtime.loop_runner import LoopServices, check_loop, run_loop
+from ditto.runtime.loops import LoopEvent, PlanLoop, StateLoop
 from ditto.runtime.runs import stored_result
 
 if TYPE_CHECKING:
+    from ditto.graph.plan import Plan
+    from ditto.runtime.checkpoints.graphs import GraphCheckpoint
     from ditto.runtime.loops import LoopDefinition
-    from ditto.runtime.runtime import Ditto
+    from ditto.runtime.results import RunResult
+    from ditto.runtime.runs import ResultObserver, RunRequest
 
-__all__ = ("RunEnd", "RunStream", "StreamEvent", "TaskDone")
+__all__ = ("RunEnd", "RunStream", "StreamEvent", "StreamServices", "TaskDone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,26 @@ class RunEnd:
 StreamEvent = TaskDone | LoopEvent | RunEnd
 
 
+class StreamServices(LoopServices, Protocol):
+    """What a stream needs from the runtime: a loop's services, and a graph run in three
+    steps (checked request, opened checkpoint, execution watched by an observer)."""
+
+    def request(
+        self,
+        plan: Graph | Plan,
+        run_input: Any,
+        concurrency: int | None,
+        timeout: float | None,
+        principal: str | None,
+    ) -> RunRequest: ...
+
+    async def open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint: ...
+
+    async def execute(
+        self, request: RunRequest, observe: ResultObserver | None = None
+    ) -> RunResult: ...
+
+
 class RunStream:
     """What :meth:`Ditto.stream` returns: enter it to start the run, iterate to watch it.
 
@@ -61,7 +85,7 @@ class RunStream:
 
     def __init__(
         self,
-        runtime: Ditto,
+        runtime: StreamServices,
         plan: Graph | LoopDefinition,
         run_input: Any,
         buffer: int,
@@ -99,7 +123,7 @@ class RunStream:
             unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint"}
             if unknown:
                 raise InvalidInputError(f"stream() has no option {sorted(unknown)[0]!r}")
-            request = runtime._request(
+            request = runtime.request(
                 plan,
                 self._input,
                 options.get("concurrency"),
@@ -108,7 +132,7 @@ class RunStream:
             )
             checkpoint = options.get("checkpoint")
             if checkpoint is not None:
-                request.checkpoint = await runtime._open_checkpoint(request, checkpoint)
+                request.checkpoint = await runtime.open_checkpoint(request, checkpoint)
 
             async def observe(task_id: str, result: NodeResult[Any]) -> None:
                 await self._deliver(TaskDone(task_id, result))
@@ -120,7 +144,7 @@ class RunStream:
                     for task_id, task_result in result.items():
                         await observe(task_id, task_result)
                     return result
-                return await runtime._execute(request, observe)
+                return await runtime.execute(request, observe)
 
             return run_graph
 

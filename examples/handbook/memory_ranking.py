@@ -19,7 +19,7 @@ import anyio
 
 from ditto import NodeResult, create_ditto, graph
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.search.recency import recency_search
+from workers.memory.retrieval.recency import recency_search
 
 NOW = datetime(2026, 9, 1, tzinfo=UTC)
 DRAFTS = [

@@ -435,7 +435,7 @@ def test_graph_methods_draw_what_the_functions_draw() -> None:
 
 def test_importing_ditto_and_drawing_does_not_load_networkx() -> None:
     code = (
-        "import sys, ditto, ditto.cli.app\n"
+        "import sys, ditto, ditto.app.cli.app\n"
         "from ditto.graph import pictures\n"
         "g = ditto.graph('g').node('a', 'PROBE.WORK', [], lambda i, d: None)\n"
         "g.to_mermaid(); g.to_dot()\n"

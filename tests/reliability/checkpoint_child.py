@@ -56,11 +56,11 @@ def approval_plan() -> Graph:
 def open_store(spec: str) -> CheckpointStore:
     kind, _, where = spec.partition(":")
     if kind == "sqlite":
-        from ditto.runtime.checkpoints import SqliteCheckpointStore
+        from ditto.adapters.sqlite import SqliteCheckpointStore
 
         return SqliteCheckpointStore(where)
     if kind == "redis":
-        from ditto.runtime.checkpoints import RedisCheckpointStore
+        from ditto.adapters.redis import RedisCheckpointStore
 
         url, _, prefix = where.rpartition("|")
         return RedisCheckpointStore.from_url(url, prefix=prefix)

@@ -22,7 +22,9 @@ from typing import Any
 import anyio
 import pytest
 
-from ditto.runtime.checkpoints import CheckpointStore, RedisCheckpointStore, SqliteCheckpointStore
+from ditto.adapters.redis import RedisCheckpointStore
+from ditto.adapters.sqlite import SqliteCheckpointStore
+from ditto.runtime.checkpoints import CheckpointStore
 from tests.reliability.checkpoint_child import CHAINS, LENGTH
 from tests.services import RedisSpace
 

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from typer.testing import Result
 
-from tests.cli.runner import invoke_cli
+from tests.app.cli.runner import invoke_cli
 from workers.memory import MemoryDraft, SqliteMemoryStore
 
 EXIT_USAGE = 2

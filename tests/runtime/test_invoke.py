@@ -24,7 +24,7 @@ from ditto import (
     create_ditto,
     define_worker,
 )
-from ditto.config.settings import RuntimeSettings
+from ditto.app.config.settings import RuntimeSettings
 from tests.runtime.probes import Done, Probe, Work, work
 
 pytestmark = pytest.mark.anyio

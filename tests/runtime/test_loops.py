@@ -26,7 +26,7 @@ from ditto import (
     graph,
     loop,
 )
-from ditto.config.settings import RuntimeSettings
+from ditto.app.config.settings import RuntimeSettings
 from ditto.runtime.loops import LoopStep, PlanLoop, StateLoop
 from tests.runtime.probes import Probe, work
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from ditto import NodeContext, NodeSpec, create_ditto, define_worker
-from ditto.config.settings import RuntimeSettings, Settings
+from ditto.app.config.settings import RuntimeSettings, Settings
 from tests.runtime.offload_handlers import cpu_double, cpu_forever
 
 pytestmark = pytest.mark.anyio

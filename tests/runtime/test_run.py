@@ -19,7 +19,7 @@ from ditto import (
     create_ditto,
     graph,
 )
-from ditto.config.settings import RuntimeSettings
+from ditto.app.config.settings import RuntimeSettings
 from tests.runtime.probes import Probe, work
 
 pytestmark = pytest.mark.anyio

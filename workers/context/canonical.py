@@ -18,7 +18,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from workers.context.errors import ContextError, ContextErrorCode
+from ditto.errors import ErrorCode
+from workers.context.errors import ContextError
 
 __all__ = ("js_json", "json_string", "scope_key", "stable_id", "utf8_size")
 
@@ -31,7 +32,7 @@ _EXACT = 2**53  # integers below this are exact doubles, printed in full by Java
 
 def _js_number(value: float) -> str:
     if not math.isfinite(value):
-        raise ContextError(ContextErrorCode.INVALID_INPUT, "numbers must be finite")
+        raise ContextError(ErrorCode.INVALID_INPUT, "numbers must be finite")
     if value == 0:
         return "0"
     if value.is_integer() and abs(value) < _EXACT:
@@ -98,20 +99,18 @@ def _write(value: Any, parts: list[str], sort_keys: bool, active: set[int]) -> N
             try:
                 parts.append(_js_number(float(value)))
             except OverflowError:
-                raise ContextError(
-                    ContextErrorCode.INVALID_INPUT, "numbers must be finite"
-                ) from None
+                raise ContextError(ErrorCode.INVALID_INPUT, "numbers must be finite") from None
     elif isinstance(value, float):
         parts.append(_js_number(value))
     elif isinstance(value, list | tuple | dict):
         marker = id(value)
         if marker in active:
-            raise ContextError(ContextErrorCode.INVALID_INPUT, "content must not be cyclic")
+            raise ContextError(ErrorCode.INVALID_INPUT, "content must not be cyclic")
         active.add(marker)
         if isinstance(value, dict):
             keys = list(value)
             if not all(isinstance(key, str) for key in keys):
-                raise ContextError(ContextErrorCode.INVALID_INPUT, "object keys must be strings")
+                raise ContextError(ErrorCode.INVALID_INPUT, "object keys must be strings")
             if sort_keys:
                 keys.sort(key=_utf16_order)
             parts.append("{")
@@ -131,9 +130,7 @@ def _write(value: Any, parts: list[str], sort_keys: bool, active: set[int]) -> N
             parts.append("]")
         active.discard(marker)
     else:
-        raise ContextError(
-            ContextErrorCode.INVALID_INPUT, f"a {type(value).__name__} is not a JSON value"
-        )
+        raise ContextError(ErrorCode.INVALID_INPUT, f"a {type(value).__name__} is not a JSON value")
 
 
 def utf8_size(text: str) -> int:

@@ -16,8 +16,9 @@ from typing import Any
 
 import msgspec
 
+from ditto.errors import ErrorCode
 from workers.context.contracts import Context, ContextItem
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 from workers.context.policy import ContextPolicy
 from workers.context.select import number, truthy
 
@@ -81,7 +82,7 @@ async def deterministic_compress(
         or sum(group.tokens for group in protected) > max_tokens
     ):
         raise ContextError(
-            ContextErrorCode.BUDGET_UNSATISFIABLE,
+            ErrorCode.BUDGET_UNSATISFIABLE,
             "the protected items alone exceed the budget",
         )
     count = len(items)
@@ -118,9 +119,7 @@ async def validate_compressed(
     """
 
     def invalid(reason: str) -> ContextError:
-        return ContextError(
-            ContextErrorCode.INVALID_PROVIDER_OUTPUT, f"compressed context {reason}"
-        )
+        return ContextError(ErrorCode.INVALID_PROVIDER_OUTPUT, f"compressed context {reason}")
 
     try:
         context = msgspec.convert(

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from ditto.errors import ErrorCode
 from ditto.runtime.context import NodeContext
 from workers.context.canonical import js_json, stable_id
 from workers.context.compress import deterministic_compress, validate_compressed
@@ -22,7 +23,7 @@ from workers.context.contracts import (
     SelectInput,
     UpdateInput,
 )
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 from workers.context.policy import ContextPolicy, inline_bytes
 from workers.context.select import default_select
 from workers.context.services import ContextServices, resolve_maybe_async
@@ -31,11 +32,11 @@ __all__ = ("ContextOperations",)
 
 
 def _invalid(message: str) -> ContextError:
-    return ContextError(ContextErrorCode.INVALID_INPUT, message)
+    return ContextError(ErrorCode.INVALID_INPUT, message)
 
 
 def _provider_output(message: str) -> ContextError:
-    return ContextError(ContextErrorCode.INVALID_PROVIDER_OUTPUT, message)
+    return ContextError(ErrorCode.INVALID_PROVIDER_OUTPUT, message)
 
 
 class ContextOperations:
@@ -52,15 +53,13 @@ class ContextOperations:
             if self.policy.duplicate == "keep-first":
                 return
             if self.policy.duplicate == "reject":
-                raise ContextError(
-                    ContextErrorCode.DUPLICATE_ITEM, f"item {item.id!r} is already present"
-                )
+                raise ContextError(ErrorCode.DUPLICATE_ITEM, f"item {item.id!r} is already present")
         items[item.id] = item  # replacing keeps the original position
 
     def _check_count(self, items: dict[str, ContextItem]) -> None:
         if len(items) > self.policy.max_items:
             raise ContextError(
-                ContextErrorCode.ITEM_LIMIT_EXCEEDED,
+                ErrorCode.ITEM_LIMIT_EXCEEDED,
                 f"the context would hold {len(items)} items; the limit is {self.policy.max_items} "
                 "(COMPRESS it first)",
             )
@@ -92,7 +91,7 @@ class ContextOperations:
         resolver = self.services.reference_resolver
         if request.resolve_references and resolver is None:
             raise ContextError(
-                ContextErrorCode.RESOLVER_UNAVAILABLE, "no reference resolver is configured"
+                ErrorCode.RESOLVER_UNAVAILABLE, "no reference resolver is configured"
             )
         normalised = [
             _normalise(position, source) for position, source in enumerate(request.sources or [])
@@ -109,7 +108,7 @@ class ContextOperations:
                     ) from exc
                 if size > self.policy.max_inline_bytes:
                     raise ContextError(
-                        ContextErrorCode.INLINE_LIMIT_EXCEEDED,
+                        ErrorCode.INLINE_LIMIT_EXCEEDED,
                         f"resolved content of {bare_reference.uri!r} is over the inline limit",
                     )
                 item = msgspec.structs.replace(item, content=content)
@@ -127,7 +126,7 @@ class ContextOperations:
             self.policy.check_inline(item)
         for item_id in request.remove_ids:
             if items.pop(item_id, None) is None and self.policy.missing_removal == "reject":
-                raise ContextError(ContextErrorCode.MISSING_ITEM, f"no item {item_id!r} to remove")
+                raise ContextError(ErrorCode.MISSING_ITEM, f"no item {item_id!r} to remove")
         for item in request.add:
             self._put(items, self.policy.check_inline(item))
         for entry in request.ingress:
@@ -156,9 +155,7 @@ class ContextOperations:
         if kind == "provider" and (strategy is None or strategy.name is None):
             raise _invalid("a provider strategy needs a name")
         if service is None:
-            raise ContextError(
-                ContextErrorCode.STRATEGY_UNAVAILABLE, f"no {kind} selector is configured"
-            )
+            raise ContextError(ErrorCode.STRATEGY_UNAVAILABLE, f"no {kind} selector is configured")
         scoped_request = msgspec.structs.replace(request, context=context)
         candidates = await service.select(scoped_request, ctx)
         if not isinstance(candidates, list):

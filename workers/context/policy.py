@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
 from workers.context.canonical import js_json, json_string, utf8_size
 from workers.context.contracts import ContextItem
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 
 __all__ = ("ContextPolicy", "inline_bytes", "is_referenced")
 
@@ -71,7 +71,7 @@ class ContextPolicy:
             return item
         if inline_bytes(content) > self.max_inline_bytes and not is_referenced(item):
             raise ContextError(
-                ContextErrorCode.INLINE_LIMIT_EXCEEDED,
+                ErrorCode.INLINE_LIMIT_EXCEEDED,
                 f"item {item.id!r} has more than {self.max_inline_bytes} bytes of inline "
                 "content; store it elsewhere and give a reference",
             )

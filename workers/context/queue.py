@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import anyio
 
-from ditto.errors import InvalidInputError
-from workers.context.errors import ContextError, ContextErrorCode
+from ditto.errors import ErrorCode, InvalidInputError
+from workers.context.errors import ContextError
 
 __all__ = ("ScopeQueue",)
 
@@ -30,7 +30,7 @@ class ScopeQueue:
     async def run(self, key: str, operation: Callable[[], Awaitable[T]]) -> T:
         if self.pending >= self.max_pending:
             raise ContextError(
-                ContextErrorCode.QUEUE_FULL,
+                ErrorCode.QUEUE_FULL,
                 "too many context operations are waiting",
                 retryable=True,
             )

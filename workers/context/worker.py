@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
 from workers.context.contracts import (
@@ -27,7 +27,7 @@ from workers.context.contracts import (
     SelectInput,
     UpdateInput,
 )
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 from workers.context.operations import ContextOperations
 from workers.context.policy import ContextPolicy
 from workers.context.queue import ScopeQueue
@@ -41,12 +41,12 @@ Scoped = LoadInput | SelectInput | UpdateInput | CompressInput
 
 
 def _invalid(message: str) -> ContextError:
-    return ContextError(ContextErrorCode.INVALID_INPUT, message)
+    return ContextError(ErrorCode.INVALID_INPUT, message)
 
 
 def _not_found() -> ContextError:
     return ContextError(
-        ContextErrorCode.CONTEXT_NOT_FOUND,
+        ErrorCode.CONTEXT_NOT_FOUND,
         "this scope has no context (absent or expired); initialise it with LOAD and sources",
     )
 
@@ -76,7 +76,7 @@ class _ContextNodes:
         store = self.store
         if store is None:
             raise ContextError(
-                ContextErrorCode.STATE_STORE_UNAVAILABLE,
+                ErrorCode.STATE_STORE_UNAVAILABLE,
                 "a scope was given but no context store is configured",
             )
 

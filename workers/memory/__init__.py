@@ -3,37 +3,67 @@
 ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE`` and ``DELETE`` over a pluggable
 :class:`MemoryStore` (``SqliteMemoryStore`` embedded by default, ``InProcessMemoryStore`` for
 tests) and an optional :class:`MemorySearchProvider`.
+
+Each name is imported on first use, so importing the package (or one of its ports) loads no
+store driver, numpy or the worker.
 """
 
-from workers.memory.access import AccessPolicy
-from workers.memory.contracts import (
-    AuditEntry,
-    DeleteInput,
-    DeleteOutput,
-    GetInput,
-    GetOutput,
-    HistoryEntry,
-    MemoryDraft,
-    MemoryFilter,
-    MemoryItem,
-    MemoryPatch,
-    OrderBy,
-    QueryInput,
-    QueryOutput,
-    SearchHit,
-    SearchInput,
-    SearchOutput,
-    UpdateInput,
-    UpdateOutput,
-    WriteInput,
-    WriteOutput,
-)
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
-from workers.memory.ports import AuditEvent, MemorySearchProvider, MemoryStore
-from workers.memory.retention import HygieneReport, RetentionPolicy, RetentionRule, run_hygiene
-from workers.memory.stores.inprocess import InProcessMemoryStore
-from workers.memory.stores.sqlite import SqliteMemoryStore
-from workers.memory.worker import create_memory_worker
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ditto.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from workers.memory.maintenance.retention import (
+        HygieneReport,
+        RetentionPolicy,
+        RetentionRule,
+        run_hygiene,
+    )
+    from workers.memory.model.contracts import (
+        AuditEntry,
+        DeleteInput,
+        DeleteOutput,
+        GetInput,
+        GetOutput,
+        HistoryEntry,
+        MemoryDraft,
+        MemoryFilter,
+        MemoryItem,
+        MemoryPatch,
+        OrderBy,
+        QueryInput,
+        QueryOutput,
+        SearchHit,
+        SearchInput,
+        SearchOutput,
+        UpdateInput,
+        UpdateOutput,
+        WriteInput,
+        WriteOutput,
+    )
+    from workers.memory.model.errors import (
+        MemoryErrorCode,
+        MemoryStoreError,
+    )
+    from workers.memory.ports import (
+        AuditEvent,
+        MemorySearchProvider,
+        MemoryStore,
+    )
+    from workers.memory.stores.inprocess import (
+        InProcessMemoryStore,
+    )
+    from workers.memory.stores.sqlite import (
+        SqliteMemoryStore,
+    )
+    from workers.memory.worker.access import (
+        AccessPolicy,
+    )
+    from workers.memory.worker.nodes import (
+        create_memory_worker,
+    )
 
 __all__ = (
     "AccessPolicy",
@@ -69,4 +99,44 @@ __all__ = (
     "WriteOutput",
     "create_memory_worker",
     "run_hygiene",
+)
+
+__getattr__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "AccessPolicy": "workers.memory.worker.access",
+        "AuditEntry": "workers.memory.model.contracts",
+        "AuditEvent": "workers.memory.ports",
+        "DeleteInput": "workers.memory.model.contracts",
+        "DeleteOutput": "workers.memory.model.contracts",
+        "GetInput": "workers.memory.model.contracts",
+        "GetOutput": "workers.memory.model.contracts",
+        "HistoryEntry": "workers.memory.model.contracts",
+        "HygieneReport": "workers.memory.maintenance.retention",
+        "InProcessMemoryStore": "workers.memory.stores.inprocess",
+        "MemoryDraft": "workers.memory.model.contracts",
+        "MemoryErrorCode": "workers.memory.model.errors",
+        "MemoryFilter": "workers.memory.model.contracts",
+        "MemoryItem": "workers.memory.model.contracts",
+        "MemoryPatch": "workers.memory.model.contracts",
+        "MemorySearchProvider": "workers.memory.ports",
+        "MemoryStore": "workers.memory.ports",
+        "MemoryStoreError": "workers.memory.model.errors",
+        "OrderBy": "workers.memory.model.contracts",
+        "QueryInput": "workers.memory.model.contracts",
+        "QueryOutput": "workers.memory.model.contracts",
+        "RetentionPolicy": "workers.memory.maintenance.retention",
+        "RetentionRule": "workers.memory.maintenance.retention",
+        "SearchHit": "workers.memory.model.contracts",
+        "SearchInput": "workers.memory.model.contracts",
+        "SearchOutput": "workers.memory.model.contracts",
+        "SqliteMemoryStore": "workers.memory.stores.sqlite",
+        "UpdateInput": "workers.memory.model.contracts",
+        "UpdateOutput": "workers.memory.model.contracts",
+        "WriteInput": "workers.memory.model.contracts",
+        "WriteOutput": "workers.memory.model.contracts",
+        "create_memory_worker": "workers.memory.worker.nodes",
+        "run_hygiene": "workers.memory.maintenance.retention",
+    },
 )

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import Protocol
 
 import msgspec
 
-from ditto.errors import DittoError
+from ditto.errors import DittoError, ErrorCode
 
 __all__ = (
     "MAX_ID_LENGTH",
     "MAX_SCOPE_LENGTH",
     "CheckpointError",
-    "CheckpointErrorCode",
     "CheckpointInfo",
     "CheckpointStore",
     "StoredCheckpoint",
@@ -48,25 +46,11 @@ _FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class CheckpointErrorCode(StrEnum):
-    """Stable codes of the checkpoint stores."""
-
-    INVALID_INPUT = "INVALID_INPUT"
-    """An id, scope, record, envelope or limit breaks the contract; nothing was touched."""
-    CHECKPOINT_NOT_FOUND = "CHECKPOINT_NOT_FOUND"
-    """No checkpoint has this id (never saved, or deleted)."""
-    CHECKPOINT_CORRUPT = "CHECKPOINT_CORRUPT"
-    """The backend holds data under this store's keys that it did not write or cannot read."""
-    CHECKPOINT_STORE_UNAVAILABLE = "CHECKPOINT_STORE_UNAVAILABLE"
-    """The backend could not be reached or failed (retryable), or the store is closed (not
-    retryable)."""
-
-
 class CheckpointError(DittoError):
     """A checkpoint store failure with a stable code and a message safe to show: never a URL,
     a password or a driver's text (the driver's exception is kept as ``__cause__``)."""
 
-    def __init__(self, code: CheckpointErrorCode, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False) -> None:
         super().__init__(message, code=code, retryable=retryable)
 
 
@@ -189,7 +173,7 @@ class CheckpointStore(Protocol):
 
 
 def _invalid(message: str) -> CheckpointError:
-    return CheckpointError(CheckpointErrorCode.INVALID_INPUT, message)
+    return CheckpointError(ErrorCode.INVALID_INPUT, message)
 
 
 def checked_id(checkpoint_id: object) -> str:
@@ -274,10 +258,8 @@ def checked_limit(limit: object) -> int:
 
 
 def not_found() -> CheckpointError:
-    return CheckpointError(CheckpointErrorCode.CHECKPOINT_NOT_FOUND, "no checkpoint has this id")
+    return CheckpointError(ErrorCode.CHECKPOINT_NOT_FOUND, "no checkpoint has this id")
 
 
 def closed() -> CheckpointError:
-    return CheckpointError(
-        CheckpointErrorCode.CHECKPOINT_STORE_UNAVAILABLE, "the checkpoint store is closed"
-    )
+    return CheckpointError(ErrorCode.CHECKPOINT_STORE_UNAVAILABLE, "the checkpoint store is closed")

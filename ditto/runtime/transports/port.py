@@ -2,7 +2,7 @@
 
 The runtime only needs four things from an engine: send a call and wait for its reply (or fail
 fast), tell workers a call was abandoned, say where replies go, and close. Redis Streams is the
-first engine (:mod:`ditto.runtime.transports.redis_streams`); another (NATS JetStream, HTTP)
+first engine (:mod:`ditto.adapters.redis.streams`); another (NATS JetStream, HTTP)
 implements the same protocol without touching graphs or workers.
 """
 

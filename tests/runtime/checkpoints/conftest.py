@@ -8,12 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ditto.runtime.checkpoints import (
-    CheckpointStore,
-    InProcessCheckpointStore,
-    RedisCheckpointStore,
-    SqliteCheckpointStore,
-)
+from ditto.adapters.redis import RedisCheckpointStore
+from ditto.adapters.sqlite import SqliteCheckpointStore
+from ditto.runtime.checkpoints import CheckpointStore, InProcessCheckpointStore
 
 
 @dataclass

@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
+from ditto.errors import ErrorCode
 from ditto.runtime.checkpoints import (
     CheckpointError,
-    CheckpointErrorCode,
     CheckpointStore,
     StoredCheckpoint,
 )
@@ -277,7 +277,7 @@ async def test_invalid_ids_are_refused_before_any_io(store: CheckpointStore, bad
         store.delete(bad),
     ]
     for call in calls:
-        assert await _code(call) == CheckpointErrorCode.INVALID_INPUT
+        assert await _code(call) == ErrorCode.INVALID_INPUT
     assert await store.list() == []
 
 

@@ -32,10 +32,10 @@ from workers.memory import (
     SqliteMemoryStore,
     create_memory_worker,
 )
-from workers.memory.contracts import WriteMode
+from workers.memory.model.contracts import WriteMode
+from workers.memory.model.records import Clock, WriteGuard, utc_now
 from workers.memory.ports import CAPABILITIES, QueryPosition
-from workers.memory.records import Clock, WriteGuard, utc_now
-from workers.memory.vectors import Vectors
+from workers.memory.retrieval.vectors import Vectors
 
 
 @dataclass

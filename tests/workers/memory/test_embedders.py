@@ -13,21 +13,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ditto import create_ditto
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
 from tests.workers.memory.conformance.test_embedder import SAME_VECTOR_ATOL
 from workers.memory import (
     InProcessMemoryStore,
-    MemoryErrorCode,
     MemoryStoreError,
     create_memory_worker,
 )
-from workers.memory.embeddings import (
+from workers.memory.retrieval.embeddings import (
     CallableEmbedder,
     HashingEmbedder,
     MiniLMEmbedder,
     embed_texts,
 )
-from workers.memory.embeddings.minilm import installed_model_dir
+from workers.memory.retrieval.embeddings.minilm import installed_model_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +71,7 @@ async def test_minilm_vectors_do_not_depend_on_the_thread_count() -> None:
 async def test_minilm_without_weights_names_the_install_command(tmp_path: Path) -> None:
     with pytest.raises(MemoryStoreError, match="ditto models install") as raised:
         await MiniLMEmbedder(tmp_path).embed(["x"])
-    assert raised.value.code == MemoryErrorCode.EMBEDDER_UNAVAILABLE
+    assert raised.value.code == ErrorCode.EMBEDDER_UNAVAILABLE
 
 
 async def test_hashing_vectors_are_similar_for_similar_text() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from ditto import create_ditto
 from workers.memory import InProcessMemoryStore, create_memory_worker
-from workers.memory.search.recency import recency_search
+from workers.memory.retrieval.recency import recency_search
 
 pytestmark = pytest.mark.anyio
 

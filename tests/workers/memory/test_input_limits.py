@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.workers.memory.conftest import MemoryHarness
-from workers.memory.contracts import (
+from workers.memory.model.contracts import (
     MAX_BATCH,
     MAX_FILTER_METADATA,
     MAX_FILTER_TAGS,

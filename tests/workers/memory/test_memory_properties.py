@@ -290,7 +290,7 @@ def test_calibrated_bm25_is_documented_and_bounded() -> None:
     """``1 - exp(-bm25 / ideal)``: 0 without a match, 1 - 1/e for the ideal record, up to 1."""
     import math
 
-    from workers.memory.search.keyword import calibrated, idf
+    from workers.memory.retrieval.keyword import calibrated, idf
 
     ideal = idf(1000, 3) + idf(1000, 50)
     assert calibrated(0.0, ideal) == 0.0

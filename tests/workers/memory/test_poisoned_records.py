@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ditto import create_ditto
-from ditto.cli.app import app
+from ditto.app.cli.app import app
 from workers.memory import MemoryDraft, MemoryItem, SqliteMemoryStore, create_memory_worker
 
 POISON = "9999-12-31T23:59:59-23:59"  # valid ISO 8601, but past the calendar in UTC

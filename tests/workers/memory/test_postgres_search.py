@@ -18,8 +18,8 @@ from ditto import Ditto, InvalidInputError, create_ditto
 from tests.services import PostgresSpace
 from tests.workers.memory.conftest import TickingClock
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.search.keyword import bm25
-from workers.memory.search.text import query_words
+from workers.memory.retrieval.keyword import bm25
+from workers.memory.retrieval.text import query_words
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 

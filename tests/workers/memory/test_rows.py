@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from workers.memory.contracts import MemoryItem
-from workers.memory.records import to_micros
+from workers.memory.model.contracts import MemoryItem
+from workers.memory.model.records import to_micros
 from workers.memory.stores.postgres import sql as postgres_sql
 from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values, row_to_item
 from workers.memory.stores.sqlite.sql import COLUMNS

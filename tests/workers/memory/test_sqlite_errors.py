@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from ditto import create_ditto
+from ditto.errors import ErrorCode
 from workers.memory import (
     MemoryDraft,
-    MemoryErrorCode,
     MemoryFilter,
     MemoryStoreError,
     SqliteMemoryStore,
@@ -77,7 +77,7 @@ async def test_the_driver_error_stays_the_cause(tmp_path: Path) -> None:
     async with SqliteMemoryStore(path, busy_timeout_ms=10) as store:
         with write_locked(path), pytest.raises(MemoryStoreError) as raised:
             await store.write([MemoryDraft(content="new")], "create")
-    assert raised.value.code == MemoryErrorCode.STORE_TIMEOUT
+    assert raised.value.code == ErrorCode.STORE_TIMEOUT
     assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.memory.embeddings.base import EmbeddingModel
-from workers.memory.vectors import VectorIndex, _candidates
+from workers.memory.retrieval.embeddings.base import EmbeddingModel
+from workers.memory.retrieval.vectors import VectorIndex, _candidates
 
 DIMENSION = 4
 MODEL = EmbeddingModel("exact-eighths", DIMENSION)

@@ -15,8 +15,8 @@ import pytest
 from ditto import Ditto, create_ditto
 from tests.workers.memory.conftest import OpenStore
 from workers.memory import MemoryStore, MemoryStoreError, create_memory_worker
-from workers.memory.embeddings import CallableEmbedder, HashingEmbedder
-from workers.memory.reindex import reindex
+from workers.memory.maintenance.reindex import reindex
+from workers.memory.retrieval.embeddings import CallableEmbedder, HashingEmbedder
 
 pytestmark = pytest.mark.anyio
 

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from ditto import NodeContext, create_ditto
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
 from tests.workers.memory.conftest import CrudOnlyStore
 from workers.memory import (
     InProcessMemoryStore,
     MemoryDraft,
-    MemoryErrorCode,
     MemoryFilter,
     MemoryItem,
     OrderBy,
@@ -23,12 +22,12 @@ from workers.memory import (
     SearchInput,
     create_memory_worker,
 )
-from workers.memory.contracts import WriteMode
+from workers.memory.model.contracts import WriteMode
+from workers.memory.model.records import WriteGuard
 from workers.memory.ports import QueryPosition
-from workers.memory.prompt_index import render_index
-from workers.memory.records import WriteGuard
-from workers.memory.search.recency import recency_search
-from workers.memory.vectors import Vectors
+from workers.memory.retrieval.prompt_index import render_index
+from workers.memory.retrieval.recency import recency_search
+from workers.memory.retrieval.vectors import Vectors
 
 pytestmark = pytest.mark.anyio
 
@@ -305,4 +304,4 @@ async def test_a_provider_that_leaks_another_principals_record_is_filtered_when_
         result = await runtime.invoke("MEMORY.SEARCH", {"query": "x"}, principal="alice")
     assert not result.ok
     assert result.error is not None
-    assert result.error.code == MemoryErrorCode.INVALID_BACKEND_OUTPUT
+    assert result.error.code == ErrorCode.INVALID_BACKEND_OUTPUT

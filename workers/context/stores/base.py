@@ -8,9 +8,10 @@ from typing import NamedTuple
 
 import msgspec
 
+from ditto.errors import ErrorCode
 from workers.context.canonical import scope_key
 from workers.context.contracts import Context, ContextScope
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 
 __all__ = ("ContextStateStore", "StoredContext", "decode_context", "encode_context", "new_version")
 
@@ -43,7 +44,7 @@ def encode_context(context: Context) -> bytes:
         return _encoder.encode(msgspec.structs.replace(context, version=None))
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise ContextError(
-            ContextErrorCode.INVALID_INPUT,
+            ErrorCode.INVALID_INPUT,
             "the context holds text that is not valid Unicode or values that are not JSON",
         ) from exc
 
@@ -55,10 +56,10 @@ def decode_context(raw: bytes | str) -> Context:
         context = _decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ContextError(
-            ContextErrorCode.INVALID_STATE, "the store returned invalid context state"
+            ErrorCode.INVALID_STATE, "the store returned invalid context state"
         ) from exc
     if len({item.id for item in context.items}) != len(context.items):
-        raise ContextError(ContextErrorCode.INVALID_STATE, "the stored context repeats an item id")
+        raise ContextError(ErrorCode.INVALID_STATE, "the stored context repeats an item id")
     return context
 
 
@@ -95,6 +96,6 @@ class ContextStateStore(ABC):
 
 def conflict() -> ContextError:
     return ContextError(
-        ContextErrorCode.STATE_CONFLICT,
+        ErrorCode.STATE_CONFLICT,
         "the context changed or expired since it was read; reload it before retrying",
     )

@@ -9,16 +9,14 @@ the CAS rate of decoding a JSON value. Every write sets the TTL; reads never tou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Self
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, ExceptionMapping, InvalidInputError, map_exceptions
 from workers.context.contracts import Context, ContextScope
-from workers.context.errors import ContextError, ContextErrorCode
+from workers.context.errors import ContextError
 from workers.context.stores.base import (
     ContextStateStore,
     StoredContext,
@@ -49,27 +47,24 @@ def _response_error(exc: redis_errors.ResponseError) -> ContextError:
     """WRONGTYPE (a key this store did not write) is invalid state; anything else the server
     refuses with (READONLY after a failover, OOM, LOADING, NOPERM) is an outage."""
     if "WRONGTYPE" in str(exc):
-        return ContextError(ContextErrorCode.INVALID_STATE, "the stored context state is invalid")
-    return _unavailable()
+        return ContextError(ErrorCode.INVALID_STATE, "the stored context state is invalid")
+    return _unavailable(exc)
 
 
-def _unavailable() -> ContextError:
+def _unavailable(exc: BaseException) -> ContextError:
     # Never the driver's text: it can carry the host and, with some URLs, credentials.
     return ContextError(
-        ContextErrorCode.STATE_STORE_UNAVAILABLE, "the context store is unreachable", retryable=True
+        ErrorCode.STATE_STORE_UNAVAILABLE, "the context store is unreachable", retryable=True
     )
 
 
-@contextmanager
-def _redis_errors() -> Iterator[None]:
-    """The store's one driver-error boundary: Redis failures as coded context errors, the
-    driver's exception kept as the cause for the log."""
-    try:
-        yield
-    except redis_errors.ResponseError as exc:
-        raise _response_error(exc) from exc
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-        raise _unavailable() from exc
+_REDIS_ERRORS: ExceptionMapping = {
+    redis_errors.ResponseError: _response_error,
+    (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError): _unavailable,
+}
+"""The store's one driver-error boundary: Redis failures as coded context errors, the driver's
+exception kept as the cause for the log."""
+_redis_errors = map_exceptions(_REDIS_ERRORS)
 
 
 class RedisContextStore(ContextStateStore):
@@ -113,14 +108,12 @@ class RedisContextStore(ContextStateStore):
         return self.key_prefix + self.key(scope)
 
     async def get(self, scope: ContextScope) -> StoredContext | None:
-        with _redis_errors():
+        with _redis_errors:
             version, raw = await self.client.hmget(self.redis_key(scope), ["version", "context"])
         if version is None and raw is None:
             return None
         if version is None or raw is None or not version:
-            raise ContextError(
-                ContextErrorCode.INVALID_STATE, "the stored context state is incomplete"
-            )
+            raise ContextError(ErrorCode.INVALID_STATE, "the stored context state is incomplete")
         return StoredContext(_text(version), decode_context(raw))
 
     async def compare_and_set(
@@ -133,12 +126,12 @@ class RedisContextStore(ContextStateStore):
             encode_context(context),
             self.ttl_ms,
         ]
-        with _redis_errors():
+        with _redis_errors:
             written = await self._cas(keys=[self.redis_key(scope)], args=arguments)
         if written == 0:
             raise conflict()
         if written != 1:
-            raise ContextError(ContextErrorCode.INVALID_STATE, "the store answered the write oddly")
+            raise ContextError(ErrorCode.INVALID_STATE, "the store answered the write oddly")
         return StoredContext(version, context)
 
     async def aclose(self) -> None:

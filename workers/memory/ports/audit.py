@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from workers.memory.contracts import AuditEntry
+from workers.memory.model.contracts import AuditEntry
 
 __all__ = ("AuditEvent", "AuditLog")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from ditto.errors import ErrorCode
+from workers.memory.model.errors import MemoryStoreError
 from workers.memory.ports.audit import AuditLog
 from workers.memory.ports.history import HistoryLog, RecordImport
 from workers.memory.ports.search import KeywordSearch
@@ -40,6 +41,6 @@ def require(store: MemoryStore, port: type[P]) -> P:
     if not isinstance(store, port):
         name = next((name for name, known in CAPABILITIES.items() if known is port), port.__name__)
         raise MemoryStoreError(
-            f"{type(store).__name__} has no {name} capability", code=MemoryErrorCode.UNSUPPORTED
+            f"{type(store).__name__} has no {name} capability", code=ErrorCode.UNSUPPORTED
         )
     return store

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from workers.memory.contracts import HistoryEntry, MemoryItem
+from workers.memory.model.contracts import HistoryEntry, MemoryItem
 
 __all__ = ("HistoryLog", "RecordImport")
 

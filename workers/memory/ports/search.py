@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from workers.memory.contracts import SearchHit, SearchInput, SearchOutput
+from workers.memory.model.contracts import SearchHit, SearchInput, SearchOutput
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext

@@ -13,9 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from workers.memory.contracts import (
+from workers.memory.model.contracts import (
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -23,8 +23,10 @@ from workers.memory.contracts import (
     OrderBy,
     WriteMode,
 )
-from workers.memory.records import WriteGuard, to_micros
-from workers.memory.vectors import Vectors
+from workers.memory.model.records import WriteGuard, to_micros
+
+if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
+    from workers.memory.retrieval.vectors import Vectors
 
 __all__ = ("MemoryStore", "QueryPosition", "UsageTracking")
 
@@ -36,7 +38,7 @@ class MemoryStore(ABC):
     """Durable memory records: the five operations every store implements.
 
     The worker validates inputs and outputs and makes the access decisions; a store stores.
-    Expected failures are :class:`~workers.memory.errors.MemoryStoreError` with a stable code
+    Expected failures are :class:`~workers.memory.model.errors.MemoryStoreError` with a stable code
     and a message safe to show; each backend translates its driver's errors at one boundary
     (``raise ... from exc``, so the log keeps the cause). Anything else a store raises becomes
     ``MEMORY_BACKEND_ERROR`` with a fixed message.
@@ -48,9 +50,9 @@ class MemoryStore(ABC):
 
     **Guards.** A ``guard`` (access control, retention) is consulted inside the write's
     transaction on the records as stored there — by
-    :func:`~workers.memory.records.plan_writes`, :func:`~workers.memory.records.plan_updates`
-    and per record before a delete — so no concurrent change slips between its check and the
-    write. **Vectors**, for stores that are also a
+    :func:`~workers.memory.model.records.plan_writes`,
+    :func:`~workers.memory.model.records.plan_updates` and per record before a delete — so no
+    concurrent change slips between its check and the write. **Vectors**, for stores that are also a
     :class:`~workers.memory.ports.vectors.VectorStore`, are stored with the records in the same
     transaction; such a store refuses text changes without them and vectors of another model
     (``EMBEDDING_MISMATCH``). Stores that keep no vectors receive ``vectors=None``.
@@ -121,7 +123,7 @@ class MemoryStore(ABC):
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        """Store a batch in one transaction, as :func:`~workers.memory.records.plan_writes`
+        """Store a batch in one transaction, as :func:`~workers.memory.model.records.plan_writes`
         decides each draft (insert, replace by key, or replay).
 
         Args:
@@ -146,7 +148,7 @@ class MemoryStore(ABC):
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         """Apply every patch in one transaction, as
-        :func:`~workers.memory.records.plan_updates` decides.
+        :func:`~workers.memory.model.records.plan_updates` decides.
 
         Args:
             patches: Validated patches; ids are unique within the call.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from workers.memory.contracts import MemoryFilter, MemoryItem
-from workers.memory.embeddings.base import EmbeddingModel, Matrix
-from workers.memory.vectors import Vectors, VectorState
+from workers.memory.model.contracts import MemoryFilter, MemoryItem
+
+if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
+    from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+    from workers.memory.retrieval.vectors import Vectors, VectorState
 
 __all__ = ("VectorStore",)
 

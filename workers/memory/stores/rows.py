@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from workers.memory.contracts import AuditEntry, MemoryItem
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
-from workers.memory.records import from_micros, to_micros
+from ditto.errors import ErrorCode
+from workers.memory.model.contracts import AuditEntry, MemoryItem
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.records import from_micros, to_micros
 
 if TYPE_CHECKING:
     from workers.memory.ports import AuditEvent
@@ -154,5 +155,5 @@ def row_to_item(row: Any) -> MemoryItem:
         raise MemoryStoreError(
             f"the stored record {row[0]!r} is malformed ({type(exc).__name__}); delete it or "
             "restore it from an export",
-            code=MemoryErrorCode.STORE_CORRUPT,
+            code=ErrorCode.STORE_CORRUPT,
         ) from exc

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ditto import create_ditto
+from ditto.errors import ErrorCode
 from tests.workers.memory.conftest import CrudOnlyStore, OpenStore
-from workers.memory import MemoryErrorCode, create_memory_worker
+from workers.memory import create_memory_worker
 from workers.memory.ports import CAPABILITIES, capabilities
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +24,7 @@ async def test_a_store_with_only_the_core_has_no_capability_and_search_is_unavai
         result = await runtime.invoke("MEMORY.SEARCH", {"query": "x"})
     assert written.ok, written.error  # CRUD still works
     assert result.error is not None
-    assert result.error.code == MemoryErrorCode.SEARCH_UNAVAILABLE
+    assert result.error.code == ErrorCode.SEARCH_UNAVAILABLE
 
 
 @pytest.mark.parametrize("store_kind", ["inprocess", "sqlite", "postgres"])

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from workers.memory.embeddings import (
+from workers.memory.retrieval.embeddings import (
     CallableEmbedder,
     Embedder,
     HashingEmbedder,

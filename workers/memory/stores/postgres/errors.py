@@ -8,14 +8,12 @@ know pass through untouched and the worker reports them as ``MEMORY_BACKEND_ERRO
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import asyncpg
 
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from ditto.errors import ErrorCode, ExceptionMapping, map_exceptions
+from workers.memory.model.errors import MemoryStoreError
 
-__all__ = ("UNREACHABLE", "postgres_errors", "translate")
+__all__ = ("POSTGRES_ERRORS", "UNREACHABLE", "postgres_errors")
 
 UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
@@ -36,50 +34,57 @@ _REFUSED = (
 )
 
 
-def translate(exc: BaseException) -> MemoryStoreError | None:
-    """The store error for a driver failure, or ``None`` when it is not the driver's."""
-    if isinstance(exc, asyncpg.exceptions.QueryCanceledError):
-        return MemoryStoreError(
-            "the memory store did not answer in time",
-            code=MemoryErrorCode.STORE_TIMEOUT,
-            retryable=True,
-        )
-    if isinstance(exc, _REFUSED):
-        # Not retryable: the same credentials, database and grants fail the same way again.
-        return MemoryStoreError(
-            "the memory store refused the connection or the statement: check the PostgreSQL "
-            "role, its password, the database name and the role's privileges",
-            code=MemoryErrorCode.STORE_UNAVAILABLE,
-        )
-    if isinstance(exc, asyncpg.exceptions.ReadOnlySQLTransactionError):
-        return MemoryStoreError(
-            "the memory store is read-only (a standby or a read-only transaction)",
-            code=MemoryErrorCode.STORE_READ_ONLY,
-        )
-    if isinstance(exc, asyncpg.exceptions.DiskFullError):
-        return MemoryStoreError(
-            "the memory store's disk is full", code=MemoryErrorCode.STORE_UNAVAILABLE
-        )
-    if isinstance(exc, UNREACHABLE):
-        return MemoryStoreError(
-            "the memory store is unreachable",
-            code=MemoryErrorCode.STORE_UNAVAILABLE,
-            retryable=True,
-        )
-    return None
+def _not_unicode(exc: UnicodeEncodeError) -> MemoryStoreError:
+    # asyncpg encoding a lone surrogate
+    return MemoryStoreError("text that is not valid Unicode cannot be stored or looked up")
 
 
-@asynccontextmanager
-async def postgres_errors() -> AsyncIterator[None]:
-    """Translate driver failures raised inside the block (see :func:`translate`)."""
-    try:
-        yield
-    except UnicodeEncodeError as exc:  # asyncpg encoding a lone surrogate
-        raise MemoryStoreError(
-            "text that is not valid Unicode cannot be stored or looked up"
-        ) from exc
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-        translated = translate(exc)
-        if translated is None:
-            raise
-        raise translated from exc
+def _timed_out(exc: asyncpg.exceptions.QueryCanceledError) -> MemoryStoreError:
+    return MemoryStoreError(
+        "the memory store did not answer in time", code=ErrorCode.STORE_TIMEOUT, retryable=True
+    )
+
+
+def _refused(exc: asyncpg.PostgresError) -> MemoryStoreError:
+    # Not retryable: the same credentials, database and grants fail the same way again.
+    return MemoryStoreError(
+        "the memory store refused the connection or the statement: check the PostgreSQL "
+        "role, its password, the database name and the role's privileges",
+        code=ErrorCode.STORE_UNAVAILABLE,
+    )
+
+
+def _read_only(exc: asyncpg.exceptions.ReadOnlySQLTransactionError) -> MemoryStoreError:
+    return MemoryStoreError(
+        "the memory store is read-only (a standby or a read-only transaction)",
+        code=ErrorCode.STORE_READ_ONLY,
+    )
+
+
+def _disk_full(exc: asyncpg.exceptions.DiskFullError) -> MemoryStoreError:
+    return MemoryStoreError("the memory store's disk is full", code=ErrorCode.STORE_UNAVAILABLE)
+
+
+def _unreachable(exc: BaseException) -> MemoryStoreError:
+    return MemoryStoreError(
+        "the memory store is unreachable", code=ErrorCode.STORE_UNAVAILABLE, retryable=True
+    )
+
+
+POSTGRES_ERRORS: ExceptionMapping = {
+    UnicodeEncodeError: _not_unicode,
+    asyncpg.exceptions.QueryCanceledError: _timed_out,
+    _REFUSED: _refused,
+    asyncpg.exceptions.ReadOnlySQLTransactionError: _read_only,
+    asyncpg.exceptions.DiskFullError: _disk_full,
+    UNREACHABLE: _unreachable,
+}
+"""Every other driver failure (a constraint, a syntax error: a bug of ours) passes through."""
+
+_BOUNDARY = map_exceptions(POSTGRES_ERRORS)
+
+
+def postgres_errors() -> map_exceptions:
+    """Translate driver failures raised inside the block (``async with postgres_errors():``;
+    see :data:`POSTGRES_ERRORS`)."""
+    return _BOUNDARY

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.model.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.model.records import from_micros, to_micros
 from workers.memory.ports import AuditEvent
-from workers.memory.records import from_micros, to_micros
 from workers.memory.stores.rows import AUDIT_COLUMNS, audit_entry, audit_values
 
 if TYPE_CHECKING:

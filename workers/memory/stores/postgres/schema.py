@@ -6,7 +6,8 @@ import hashlib
 import secrets
 from typing import TYPE_CHECKING
 
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from ditto.errors import ErrorCode
+from workers.memory.model.errors import MemoryStoreError
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
@@ -51,7 +52,7 @@ async def migrate(connection: Connection, schema: str, s: str) -> bytes:
             raise MemoryStoreError(
                 f"this memory schema has version {current}; this version of Ditto knows up to "
                 f"{len(steps)}. Upgrade Ditto to open it.",
-                code=MemoryErrorCode.STORE_CORRUPT,
+                code=ErrorCode.STORE_CORRUPT,
             )
         for statements in steps[current:]:
             for statement in statements:

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ditto.errors import InvalidInputError
-from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
-from workers.memory.records import canonical_json, content_text, to_micros
+from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.model.records import canonical_json, content_text, to_micros
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
     RECORD_COLUMNS,

@@ -9,7 +9,6 @@ not the retryable ``STORE_UNAVAILABLE`` of a failure before the commit.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,14 +16,36 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from ditto.runtime.deadlines import claim_outcome
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from ditto.contracts.outcomes import claim_outcome
+from ditto.errors import ErrorCode, ExceptionMapping, map_exceptions
+from workers.memory.model.errors import MemoryStoreError
 from workers.memory.stores.postgres.errors import UNREACHABLE
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
 
 __all__ = ("committing",)
+
+
+def _unknown(exc: BaseException) -> MemoryStoreError:
+    return MemoryStoreError(
+        "the connection to the memory store failed while the change was committing: it may "
+        "or may not be stored (read it back before writing it again)",
+        code=ErrorCode.OUTCOME_UNKNOWN,
+    )
+
+
+def _refused(exc: asyncpg.PostgresError) -> None:
+    return None  # the server refused the COMMIT and rolled back: not unknown, its own failure
+
+
+_COMMIT_ERRORS: ExceptionMapping = {
+    UNREACHABLE: _unknown,
+    asyncpg.PostgresError: _refused,
+    Exception: _unknown,  # the connection broke with the COMMIT on the wire
+}
+"""A caller cancelled during ``COMMIT`` is not an ``Exception``: it passes through."""
+_COMMITTING = map_exceptions(_COMMIT_ERRORS)
 
 
 @asynccontextmanager
@@ -45,19 +66,5 @@ async def committing(connection: Connection) -> AsyncIterator[None]:
             await transaction.rollback()
         raise
     claim_outcome()
-    try:
+    with _COMMITTING:
         await transaction.commit()
-    except (asyncio.CancelledError, asyncpg.PostgresError) as exc:
-        if not isinstance(exc, UNREACHABLE):
-            raise  # the server refused the COMMIT (rolled back), or the caller is gone
-        raise _unknown() from exc
-    except Exception as exc:  # the connection broke with the COMMIT on the wire
-        raise _unknown() from exc
-
-
-def _unknown() -> MemoryStoreError:
-    return MemoryStoreError(
-        "the connection to the memory store failed while the change was committing: it may "
-        "or may not be stored (read it back before writing it again)",
-        code=MemoryErrorCode.OUTCOME_UNKNOWN,
-    )

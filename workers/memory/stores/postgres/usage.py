@@ -12,7 +12,7 @@ from datetime import datetime
 from time import monotonic
 from typing import TYPE_CHECKING
 
-from workers.memory.records import to_micros
+from workers.memory.model.records import to_micros
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection

@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workers.memory.contracts import MemoryFilter, MemoryItem
-from workers.memory.embeddings.base import EmbeddingModel, Matrix
-from workers.memory.errors import conflict
-from workers.memory.stores.postgres.sql import Params, columns, records, where_clause
-from workers.memory.stores.rows import row_to_item
-from workers.memory.vectors import (
+from workers.memory.model.contracts import MemoryFilter, MemoryItem
+from workers.memory.model.errors import conflict
+from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.retrieval.vectors import (
     VectorIndex,
     Vectors,
     VectorState,
@@ -33,6 +31,8 @@ from workers.memory.vectors import (
     text_hash,
     vectors_required,
 )
+from workers.memory.stores.postgres.sql import Params, columns, records, where_clause
+from workers.memory.stores.rows import row_to_item
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection

@@ -10,7 +10,7 @@ and the event loop share under a lock:
   for another process's lock stops waiting within :data:`LOCK_SLICE_S`;
 * the thread, right before ``COMMIT``, asks the job whether it **may commit**; once it has, an
   abort comes too late and the caller gets the real outcome (:func:`settle` claims it from the
-  runtime, see :func:`ditto.runtime.deadlines.claim_outcome`).
+  runtime, see :func:`ditto.contracts.outcomes.claim_outcome`).
 
 So a store thread is freed soon after its caller's deadline, and ``timeout`` means "not
 written".
@@ -26,7 +26,7 @@ from concurrent.futures import Future
 from time import monotonic
 from typing import TypeVar
 
-from ditto.runtime.deadlines import CURRENT, claim_outcome
+from ditto.contracts.outcomes import claim_outcome, deadline_fired
 
 __all__ = ("LOCK_SLICE_S", "Aborted", "Job", "begin_immediate", "settle")
 
@@ -158,8 +158,7 @@ async def settle(future: Future[T], job: Job, *, commits: bool) -> T:
             await asyncio.shield(waiter)
         except asyncio.CancelledError:
             continue
-    deadline = CURRENT.get()
-    if waiter.exception() is not None or deadline is None or not deadline.fired:
+    if waiter.exception() is not None or not deadline_fired():
         raise asyncio.CancelledError()  # a failed commit wrote nothing; or the caller left
     claim_outcome()
     return waiter.result()

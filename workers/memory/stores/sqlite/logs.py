@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
-from workers.memory.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.model.contracts import AuditEntry, HistoryEntry, MemoryItem
+from workers.memory.model.records import from_micros, to_micros
 from workers.memory.ports import AuditEvent
-from workers.memory.records import from_micros, to_micros
 from workers.memory.stores.rows import AUDIT_COLUMNS, audit_entry, audit_values
 
 __all__ = (

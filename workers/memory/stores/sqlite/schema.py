@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 import sqlite3
 
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
+from ditto.errors import ErrorCode
+from workers.memory.model.errors import MemoryStoreError
 
 __all__ = ("SCHEMA_VERSION", "migrate", "read_cursor_secret")
 
@@ -80,7 +81,7 @@ _V3 = (
 
 _V4 = (
     # Vectors per record and model: the active model's, and a reindex's target's beside them
-    # (see workers.memory.vectors). `gen` numbers every change under the write lock, so a
+    # (see workers.memory.retrieval.vectors). `gen` numbers every change under the write lock, so a
     # process's cached index reads only what is newer than itself.
     """
     CREATE TABLE memory_vectors (
@@ -158,7 +159,7 @@ def _version(connection: sqlite3.Connection) -> int:
         raise MemoryStoreError(
             f"this memory database has schema version {current}; this version of Ditto "
             f"knows up to {SCHEMA_VERSION}. Upgrade Ditto to open it.",
-            code=MemoryErrorCode.STORE_CORRUPT,
+            code=ErrorCode.STORE_CORRUPT,
         )
     return current
 

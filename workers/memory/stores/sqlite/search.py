@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from time import monotonic
 from typing import Any
 
-from workers.memory.contracts import MemoryFilter
-from workers.memory.search.keyword import calibrated, idf
+from workers.memory.model.contracts import MemoryFilter
+from workers.memory.retrieval.keyword import calibrated, idf
 from workers.memory.stores.sqlite.sql import COLUMNS, match_expression, where_clause
 
 __all__ = ("DEFAULT_BUDGET", "KeywordPlanner", "keyword_search", "prepare_connection")

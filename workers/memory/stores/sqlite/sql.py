@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from workers.memory.contracts import MemoryFilter, MemoryItem, OrderBy
-from workers.memory.errors import MemoryErrorCode, MemoryStoreError
-from workers.memory.records import content_text, to_micros
-from workers.memory.search.text import fts_phrase
+from ditto.errors import ErrorCode
+from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.records import content_text, to_micros
+from workers.memory.retrieval.text import fts_phrase
 from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values
 
 __all__ = (
@@ -180,7 +181,7 @@ def _read_only_uri(path: Path) -> str:
         raise MemoryStoreError(
             f"the memory store at {path} cannot be read here: its write-ahead log holds changes "
             "and its folder is read-only (open it once where it can be written)",
-            code=MemoryErrorCode.STORE_READ_ONLY,
+            code=ErrorCode.STORE_READ_ONLY,
         )
     return uri + "&immutable=1"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ditto.errors import InvalidInputError
-from workers.memory.contracts import (
+from workers.memory.model.contracts import (
     AuditEntry,
     HistoryEntry,
     MemoryDraft,
@@ -35,7 +35,13 @@ from workers.memory.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.model.records import (
+    Clock,
+    WriteGuard,
+    now_from,
+    to_micros,
+    utc_now,
+)
 from workers.memory.ports import (
     AuditEvent,
     AuditLog,
@@ -47,14 +53,9 @@ from workers.memory.ports import (
     UsageTracking,
     VectorStore,
 )
-from workers.memory.records import (
-    Clock,
-    WriteGuard,
-    now_from,
-    to_micros,
-    utc_now,
-)
-from workers.memory.search.keyword import explained, keyword_request
+from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.retrieval.keyword import explained, keyword_request
+from workers.memory.retrieval.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite import logs
 from workers.memory.stores.sqlite import vectors as sqlite_vectors
@@ -69,7 +70,6 @@ from workers.memory.stores.sqlite.writes import (
     update_batch,
     write_batch,
 )
-from workers.memory.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext

@@ -24,9 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ditto.runtime.deadlines import claim_outcome
-from workers.memory.errors import MemoryStoreError
-from workers.memory.records import to_micros
+from ditto.contracts.outcomes import claim_outcome
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.records import to_micros
 from workers.memory.stores.sqlite.commits import QueuedWrite, Usage, commit_group
 from workers.memory.stores.sqlite.errors import cannot_create, sqlite_errors
 from workers.memory.stores.sqlite.jobs import LOCK_SLICE_S, Job, settle
@@ -58,6 +58,7 @@ class SqliteThreads:
     def __init__(self, path: Path, readers: int, busy_timeout_ms: int, read_only: bool) -> None:
         self.path = path
         self.read_only = read_only
+        self._errors = sqlite_errors(path)  # built once: entered on every hop
         self._readers_count = readers
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
@@ -164,7 +165,7 @@ class SqliteThreads:
         """Run ``function(job, *args)`` on ``executor``; a cancelled wait stops it (``jobs``)."""
         job = Job()
         future = executor.submit(function, job, *args)
-        with sqlite_errors(self.path):
+        with self._errors:
             try:
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
@@ -194,7 +195,7 @@ class SqliteThreads:
         if getattr(self._local, "connection", None) is None:
             self._local.connection = self._open_connection(busy_timeout_ms=0)
         try:
-            with sqlite_errors(self.path):
+            with self._errors:
                 return function(*args)
         except MemoryStoreError as exc:
             if not isinstance(exc.__cause__, sqlite3.OperationalError) or not _busy(exc.__cause__):
@@ -222,7 +223,7 @@ class SqliteThreads:
         with self._queue_lock:
             self._queue.append(request)
         self._writer.submit(self._commit_queued)
-        with sqlite_errors(self.path):
+        with self._errors:
             try:
                 result: T = await asyncio.wrap_future(request.future)
             except asyncio.CancelledError:

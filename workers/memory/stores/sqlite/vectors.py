@@ -10,12 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from workers.memory.contracts import MemoryFilter, MemoryItem
-from workers.memory.embeddings.base import EmbeddingModel, Matrix
-from workers.memory.errors import conflict
-from workers.memory.stores.rows import row_to_item
-from workers.memory.stores.sqlite.sql import COLUMNS, rows_for_ids, where_clause
-from workers.memory.vectors import (
+from workers.memory.model.contracts import MemoryFilter, MemoryItem
+from workers.memory.model.errors import conflict
+from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.retrieval.vectors import (
     VectorIndex,
     Vectors,
     VectorState,
@@ -28,6 +26,8 @@ from workers.memory.vectors import (
     text_hash,
     vectors_required,
 )
+from workers.memory.stores.rows import row_to_item
+from workers.memory.stores.sqlite.sql import COLUMNS, rows_for_ids, where_clause
 
 __all__ = (
     "begin_reindex",

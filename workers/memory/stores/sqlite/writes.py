@@ -8,15 +8,22 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from workers.memory.contracts import HistoryEntry, MemoryDraft, MemoryItem, MemoryPatch, WriteMode
-from workers.memory.errors import key_taken
-from workers.memory.records import (
+from workers.memory.model.contracts import (
+    HistoryEntry,
+    MemoryDraft,
+    MemoryItem,
+    MemoryPatch,
+    WriteMode,
+)
+from workers.memory.model.errors import key_taken
+from workers.memory.model.records import (
     WriteGuard,
     changes_text,
     history_entry,
     plan_updates,
     plan_writes,
 )
+from workers.memory.retrieval.vectors import Vectors
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite import logs
 from workers.memory.stores.sqlite import vectors as sqlite_vectors
@@ -28,7 +35,6 @@ from workers.memory.stores.sqlite.sql import (
     item_row,
     rows_for_ids,
 )
-from workers.memory.vectors import Vectors
 
 __all__ = ("BY_ID", "BY_KEY", "delete_batch", "restore_batch", "update_batch", "write_batch")
 

@@ -1,0 +1,362 @@
+"""The caller's side of remote workers over Redis Streams.
+
+A call is one Lua script (``SEND_SCRIPT``): it fails fast when no live worker serves the node
+type (``NO_WORKER_AVAILABLE``, decided on the Redis server's clock) or when too many calls are
+waiting (``QUEUE_FULL``), and otherwise adds the sealed call to the node type's stream. Workers
+read it through a consumer group; one of them replies on this runtime's reply stream, which a
+single listener task reads and hands to the waiting call by execution id. The first reply for an
+execution id wins; a later one (a redelivered call that also finished) is dropped.
+
+A call that times out or is cancelled publishes a cancel notice; a worker running it cancels its
+handler (best effort: it may already have finished). Redis errors are ``TRANSPORT_UNAVAILABLE``
+(retryable) and never outlast the call's deadline; the listener reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Coroutine, Sequence
+from typing import Any, Self
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from ditto.adapters.redis.keys import (
+    SEND_SCRIPT,
+    calls_key,
+    cancel_channel,
+    nodes_key,
+    replies_key,
+)
+from ditto.errors import (
+    DittoError,
+    ErrorCode,
+    ExceptionMapping,
+    NoWorkerAvailableError,
+    map_exceptions,
+    translate,
+)
+from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signer
+
+__all__ = (
+    "DEFAULT_MAX_PENDING",
+    "TRANSPORT_ERRORS",
+    "RedisStreamsTransport",
+    "transport_errors",
+    "unavailable",
+)
+
+logger = logging.getLogger("ditto.remote")
+
+DEFAULT_MAX_PENDING = 10_000
+"""Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
+_FORGET_BATCH = 256
+"""Read replies deleted per round trip (or whatever was read within a second)."""
+_LISTEN_BLOCK_MS = 250
+"""Short, so that closing a transport does not wait long for a blocked read to end."""
+_RECONNECT_DELAY = 0.2
+
+
+def unavailable() -> DittoError:
+    # Never the driver's text: it can carry the host and, with some URLs, credentials.
+    return DittoError(
+        "the remote-worker transport (Redis) is unreachable",
+        code=ErrorCode.TRANSPORT_UNAVAILABLE,
+        retryable=True,
+    )
+
+
+def _unreachable(exc: BaseException) -> DittoError:
+    return unavailable()
+
+
+TRANSPORT_ERRORS: ExceptionMapping = {(redis_errors.RedisError, OSError): _unreachable}
+"""Redis failures as ``TRANSPORT_UNAVAILABLE``, the driver's exception kept as the cause."""
+_TRANSPORT_ERRORS = map_exceptions(TRANSPORT_ERRORS)
+
+
+def transport_errors() -> map_exceptions:
+    """The transport's driver-error boundary (``with transport_errors():``; see
+    :data:`TRANSPORT_ERRORS`)."""
+    return _TRANSPORT_ERRORS
+
+
+class RedisStreamsTransport:
+    """Send calls to remote workers and wait for their replies (one per runtime).
+
+    Args:
+        client: A ``redis.asyncio.Redis`` with ``decode_responses=False``.
+        signer: Seals calls and opens replies (``Signer.from_environment()``).
+        prefix: Key prefix shared with the workers (``ditto worker serve --prefix``).
+        max_pending: Calls of one node type waiting or running at once (the stream's cap).
+        owns_client: Close ``client`` in :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        signer: Signer,
+        *,
+        prefix: str = "ditto:",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self._signer = signer
+        self._prefix = prefix
+        self._max_pending = max_pending
+        self._owns_client = owns_client
+        self._id = uuid.uuid4().hex
+        self._reply_to = replies_key(prefix, self._id)
+        self._send_sha: str | None = None
+        self._waiting: dict[str, asyncio.Future[ReplyEnvelope]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._outbox: list[tuple[str, bytes, asyncio.Future[bytes]]] = []
+        self._outbox_ready = asyncio.Event()
+        self._sending = 0
+        self._read_ids: list[bytes] = []
+        self._forgotten_at = 0.0
+        """Sends on the way: while there are any, new calls wait for the next batch."""
+        self._notices: set[asyncio.Task[None]] = set()
+        """Cancel notices and deletions of read replies, referenced until they finish."""
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        signer: Signer | None = None,
+        *,
+        prefix: str = "ditto:",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        max_connections: int = 64,
+    ) -> Self:
+        """A transport with its own connection pool for ``url`` (closed by :meth:`aclose`); no
+        connection is opened before the first call. More than ``max_connections`` calls at once
+        wait for a connection (within their deadlines) instead of failing."""
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            decode_responses=False,
+            max_connections=max_connections,
+            timeout=None,
+            socket_connect_timeout=2.0,
+            health_check_interval=10,
+        )
+        client = aioredis.Redis(connection_pool=pool)
+        return cls(
+            client,
+            signer or Signer.from_environment(),
+            prefix=prefix,
+            max_pending=max_pending,
+            owns_client=True,
+        )
+
+    @property
+    def reply_to(self) -> str:
+        return self._reply_to
+
+    async def call(self, envelope: CallEnvelope, timeout: float) -> ReplyEnvelope:
+        if self._closed:
+            raise unavailable()
+        sealed = self._signer.seal(envelope)
+        self._start_listening()
+        waiter: asyncio.Future[ReplyEnvelope] = asyncio.get_running_loop().create_future()
+        execution_id = envelope.execution_id
+        self._waiting[execution_id] = waiter
+        # Until Redis says it refused the call, a worker may hold it: a caller that leaves even
+        # while its send is in flight owes a cancel notice (one for an id no worker holds is
+        # harmless), or the call would run on to its deadline.
+        queued = True
+        try:
+            async with asyncio.timeout(timeout):
+                outcome = await self._submit(envelope.node_type, sealed)
+                if outcome in (b"NO_WORKER", b"FULL"):
+                    queued = False
+                if outcome == b"NO_WORKER":
+                    raise NoWorkerAvailableError(envelope.node_type)
+                if outcome == b"FULL":
+                    raise DittoError(
+                        f"{self._max_pending:,} calls of {envelope.node_type} are already "
+                        "waiting for a remote worker",
+                        code=ErrorCode.QUEUE_FULL,
+                        retryable=True,
+                    )
+                return await waiter
+        except BaseException:
+            # A cancelled caller cancels the future it awaits too: "not answered" is either.
+            if queued and (waiter.cancelled() or not waiter.done()):
+                self._notify_cancel(execution_id)
+            raise
+        finally:
+            self._waiting.pop(execution_id, None)
+
+    async def _submit(self, node_type: str, sealed: bytes) -> bytes:
+        """Hand a sealed call to the sender task; its outcome (``OK``, ``NO_WORKER``, ``FULL``).
+
+        Calls submitted while a batch is being sent go out together in the next one (one round
+        trip for many calls under load; a lone call goes out at once)."""
+        if not self._sending and self._send_sha is not None:
+            # Nothing on the way: send at once, without a hand-off to the sender task.
+            self._sending += 1
+            try:
+                with _TRANSPORT_ERRORS:
+                    try:
+                        return bytes(
+                            await self._client.evalsha(
+                                self._send_sha, *self._send_args(node_type, sealed)
+                            )
+                        )
+                    except redis_errors.NoScriptError:
+                        self._send_sha = None  # Redis lost its scripts: the sender loads it again
+            finally:
+                self._sending -= 1
+        sent: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._outbox.append((node_type, sealed, sent))
+        self._outbox_ready.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_batches(), name=f"ditto-calls-{self._id[:8]}"
+            )
+        return await sent
+
+    async def _send_batches(self) -> None:
+        while not self._closed:
+            await self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            batch, self._outbox = self._outbox, []
+            batch = [item for item in batch if not item[2].done()]  # callers that gave up
+            if not batch:
+                continue
+            self._sending += 1
+            try:
+                outcomes = await self._send_pipelined([(node, sealed) for node, sealed, _ in batch])
+            except (redis_errors.RedisError, OSError) as exc:
+                outcomes = [exc] * len(batch)
+            finally:
+                self._sending -= 1
+            for (_, _, sent), outcome in zip(batch, outcomes, strict=True):
+                if sent.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    sent.set_exception(translate(outcome, TRANSPORT_ERRORS) or outcome)
+                else:
+                    sent.set_result(outcome)
+
+    async def _send_pipelined(self, batch: Sequence[tuple[str, bytes]]) -> list[Any]:
+        """Run the send script for every call of ``batch`` in one pipeline.
+
+        The script is loaded once and called by its SHA (redis-py's pipelined ``Script`` would
+        ask ``SCRIPT EXISTS`` on every batch: one more round trip per call when calls come one
+        by one); after a Redis restart it is loaded again and the batch sent again."""
+        for _ in range(2):
+            if self._send_sha is None:
+                self._send_sha = await self._client.script_load(SEND_SCRIPT)
+            async with self._client.pipeline(transaction=False) as pipe:
+                for node_type, sealed in batch:
+                    pipe.evalsha(self._send_sha, *self._send_args(node_type, sealed))
+                outcomes: list[Any] = await pipe.execute(raise_on_error=False)
+            if not any(isinstance(outcome, redis_errors.NoScriptError) for outcome in outcomes):
+                return outcomes
+            self._send_sha = None  # Redis lost its scripts (a restart): load and send again
+        return outcomes
+
+    def _send_args(self, node_type: str, sealed: bytes) -> tuple[Any, ...]:
+        """``SEND_SCRIPT``'s key count, keys and arguments for one call."""
+        return (
+            3,
+            calls_key(self._prefix, node_type),
+            nodes_key(self._prefix, node_type),
+            self._reply_to,
+            self._max_pending,
+            sealed,
+        )
+
+    async def cancel(self, execution_id: str) -> None:
+        try:
+            await self._client.publish(cancel_channel(self._prefix), execution_id)
+        except (redis_errors.RedisError, OSError):
+            logger.debug("could not publish the cancel notice of %s", execution_id)
+
+    def _notify_cancel(self, execution_id: str) -> None:
+        self._background(self.cancel(execution_id))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._notices.add(task)  # referenced until it finishes
+        task.add_done_callback(self._notices.discard)
+
+    async def _forget(self, entry_ids: list[bytes]) -> None:
+        with contextlib.suppress(redis_errors.RedisError, OSError):
+            await self._client.xdel(self._reply_to, *entry_ids)
+
+    # ----------------------------------------------------------------- replies
+
+    def _start_listening(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(
+                self._listen(), name=f"ditto-replies-{self._id[:8]}"
+            )
+
+    async def _listen(self) -> None:
+        """Read this runtime's reply stream for as long as the transport lives."""
+        last = b"0-0"
+        while not self._closed:
+            answer: Any
+            try:
+                answer = await self._client.xread(
+                    {self._reply_to: last}, count=512, block=_LISTEN_BLOCK_MS
+                )
+            except asyncio.CancelledError:
+                raise
+            except (redis_errors.RedisError, OSError):
+                # Waiting calls fail by their own deadlines; keep trying to reconnect.
+                await asyncio.sleep(_RECONNECT_DELAY)
+                continue
+            if not answer:
+                continue
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = answer[0][1]
+            for entry_id, fields in entries:
+                last = entry_id
+                self._deliver(fields.get(b"e", b""))
+            # Read replies are deleted in batches, off the path of the next read.
+            self._read_ids.extend(entry_id for entry_id, _ in entries)
+            now = asyncio.get_running_loop().time()
+            if len(self._read_ids) >= _FORGET_BATCH or now - self._forgotten_at > 1.0:
+                self._forgotten_at = now
+                self._background(self._forget(self._read_ids))
+                self._read_ids = []
+
+    def _deliver(self, sealed: bytes) -> None:
+        try:
+            reply: ReplyEnvelope = self._signer.open(sealed, ReplyEnvelope)
+        except DittoError as exc:
+            logger.warning("dropped a reply on %s: %s", self._reply_to, exc.message)
+            return
+        waiter = self._waiting.get(reply.execution_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(reply)  # a duplicate (a redelivered call) finds it done: dropped
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in (self._listener, self._sender):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for _, _, sent in self._outbox:
+            if not sent.done():
+                sent.set_exception(unavailable())
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(unavailable())
+        with contextlib.suppress(redis_errors.RedisError, OSError):
+            await self._client.delete(self._reply_to)
+        if self._owns_client:
+            await self._client.aclose()
+            await self._client.connection_pool.disconnect()

@@ -1,0 +1,235 @@
+"""The one place that turns :class:`~ditto.app.config.Settings` into stores, workers and a runtime.
+
+The runtime core never imports a worker; applications that want "what ``ditto.yaml`` says" call
+:func:`open_runtime` instead of wiring stores by hand::
+
+    async with open_runtime() as runtime:
+        await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": "hello"}]})
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
+
+from ditto.app.config import Settings, load_config
+from ditto.contracts.node_types import NodeContract
+from ditto.errors import ErrorCode
+from ditto.runtime.runtime import Ditto, create_ditto
+from ditto.runtime.worker import WorkerDefinition
+
+if TYPE_CHECKING:
+    from workers.context.stores.base import ContextStateStore
+    from workers.memory.maintenance.retention import RetentionPolicy
+    from workers.memory.ports import MemoryStore
+    from workers.memory.retrieval.embeddings.base import Embedder
+    from workers.memory.retrieval.hybrid import SearchSettings
+
+__all__ = (
+    "build_context_store",
+    "build_context_worker",
+    "build_embedder",
+    "build_memory_store",
+    "build_memory_worker",
+    "build_retention",
+    "build_search_settings",
+    "open_runtime",
+    "register_remote_workers",
+    "remote_contracts",
+)
+
+
+def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryStore:
+    """The memory store ``settings`` describe (not opened yet).
+
+    Args:
+        settings: The configuration.
+        existing: Only open a store that exists (for commands that read): an SQLite file is
+            never created, and one that cannot be written is opened read-only.
+
+    Raises:
+        MemoryStoreError: ``STORE_UNAVAILABLE`` (``existing``): there is no SQLite file.
+    """
+    from workers.memory import (
+        InProcessMemoryStore,
+        MemoryStoreError,
+        SqliteMemoryStore,
+    )
+
+    memory = settings.workers.memory
+    if memory.backend == "inprocess":
+        return InProcessMemoryStore()
+    if memory.backend == "postgres":
+        from workers.memory.stores.postgres import PostgresMemoryStore
+
+        assert memory.postgres_url is not None  # the settings refuse postgres without a URL
+        return PostgresMemoryStore.from_url(
+            memory.postgres_url.get_secret_value(),
+            schema=memory.postgres_schema,
+            pool_size=memory.postgres_pool_size,
+            statement_timeout_ms=memory.postgres_statement_timeout_ms,
+        )
+    path = memory.sqlite_file
+    if not existing:
+        return SqliteMemoryStore(path)
+    if not path.is_file():
+        raise MemoryStoreError(f"no memory store at {path}", code=ErrorCode.STORE_UNAVAILABLE)
+    # WAL readers need to write the -shm file beside the database, so the folder counts too.
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return SqliteMemoryStore(path, read_only=not writable)
+
+
+def build_embedder(settings: Settings) -> Embedder | None:
+    """The embedder of ``workers.memory.embedder`` (``None`` for keyword search only)."""
+    from workers.memory.retrieval.embeddings import HashingEmbedder, MiniLMEmbedder
+
+    embedder = settings.workers.memory.embedder
+    if embedder.kind == "hashing":
+        return HashingEmbedder(embedder.dimension)
+    if embedder.kind == "minilm":
+        return MiniLMEmbedder()
+    return None
+
+
+def build_search_settings(settings: Settings) -> SearchSettings:
+    from workers.memory.retrieval.hybrid import SearchSettings
+
+    return SearchSettings(**settings.workers.memory.search.model_dump())
+
+
+def build_retention(settings: Settings) -> RetentionPolicy:
+    """The retention rules of ``workers.memory.maintenance.retention``."""
+    from workers.memory import RetentionPolicy, RetentionRule
+
+    retention = settings.workers.memory.retention
+    return RetentionPolicy(
+        {name: RetentionRule(**rule.model_dump()) for name, rule in retention.categories.items()},
+        audit_days=retention.audit_days,
+        purge_grace_days=retention.purge_grace_days,
+    )
+
+
+def build_context_store(settings: Settings) -> ContextStateStore | None:
+    """The Redis context store when ``DITTO_WORKER_CONTEXT_REDIS_URL`` is set, else ``None``
+    (explicit mode only). Never a silent in-process fallback."""
+    from workers.context import RedisContextStore
+
+    context = settings.workers.context
+    if context.redis_url is None:
+        return None
+    return RedisContextStore.from_url(
+        context.redis_url.get_secret_value(),
+        ttl_ms=context.cache.ttl_ms,
+        key_prefix=context.cache.key_prefix,
+    )
+
+
+def build_context_worker(settings: Settings, store: ContextStateStore | None) -> WorkerDefinition:
+    """The CONTEXT worker with the configured policy and (optional) per-scope queue."""
+    from workers.context import ContextPolicy, ScopeQueue, create_context_worker
+
+    context = settings.workers.context
+    policy = ContextPolicy(**context.policy.model_dump())
+    queue = ScopeQueue(context.queue.max_pending) if context.queue.enabled else None
+    return create_context_worker(store=store, policy=policy, queue=queue)
+
+
+def remote_contracts(node_types: Iterable[str]) -> list[NodeContract | str]:
+    """Contracts for remote node types: the MEMORY and CONTEXT workers' own (so inputs are
+    validated before they are sent), the bare name for any other node type."""
+    from workers.context import create_context_worker
+    from workers.memory import InProcessMemoryStore, create_memory_worker
+
+    known: dict[str, NodeContract] = {}
+    for definition in (create_memory_worker(InProcessMemoryStore()), create_context_worker()):
+        known.update({node_type: bound.contract for node_type, bound in definition.nodes.items()})
+    return [known.get(node_type, node_type) for node_type in node_types]
+
+
+def register_remote_workers(runtime: Ditto, settings: Settings) -> None:
+    """Route ``runtime.remote.node_types`` to remote workers (no-op when there are none).
+
+    Raises:
+        ConfigError: ``DITTO_REMOTE_SECRET`` is missing or too short.
+    """
+    from ditto.adapters.redis.streams import RedisStreamsTransport
+    from ditto.runtime.transports.envelope import Signer
+
+    remote = settings.runtime.remote
+    if not remote.node_types or remote.redis_url is None:
+        return
+    transport = RedisStreamsTransport.from_url(
+        remote.redis_url.get_secret_value(),
+        Signer.from_environment(),
+        prefix=remote.prefix,
+        max_pending=remote.max_pending,
+    )
+    runtime.register_remote(
+        remote_contracts(remote.node_types), transport=transport, concurrency=remote.concurrency
+    )
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings | None = None,
+    *,
+    workers: Iterable[WorkerDefinition] = (),
+    existing: bool = False,
+    memory: bool = True,
+    context: bool = True,
+    remote: bool = True,
+) -> AsyncIterator[Ditto]:
+    """A runtime with the configured MEMORY and CONTEXT workers (plus ``workers``), closed on
+    exit. Stores are opened first and closed last, after the runtime has drained. Node types
+    listed in ``runtime.remote.node_types`` go to remote workers instead: the local worker of
+    their kind is not built.
+
+    Args:
+        settings: Configuration; default :func:`~ditto.app.config.load_config` (``ditto.yaml`` and
+            the environment).
+        workers: More worker definitions to register.
+        existing: Only open a memory store that exists (see :func:`build_memory_store`).
+        memory: Build the MEMORY worker (and open its store).
+        context: Build the CONTEXT worker.
+        remote: Route ``runtime.remote.node_types`` to remote workers (a worker process that
+            serves them passes ``False``).
+    """
+    settings = settings if settings is not None else load_config()
+    elsewhere = set(settings.runtime.remote.node_types) if remote else set()
+    memory = memory and not any(node_type.startswith("MEMORY.") for node_type in elsewhere)
+    context = context and not any(node_type.startswith("CONTEXT.") for node_type in elsewhere)
+    async with AsyncExitStack() as stack:
+        local = list(workers)
+        if memory:
+            store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
+            local.insert(0, build_memory_worker(settings, store))
+        if context:
+            context_store = build_context_store(settings)
+            if context_store is not None:
+                stack.push_async_callback(context_store.aclose)
+            local.append(build_context_worker(settings, context_store))
+        runtime = await stack.enter_async_context(create_ditto(config=settings, workers=local))
+        if remote:
+            register_remote_workers(runtime, settings)
+        yield runtime
+
+
+def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinition:
+    """The MEMORY worker over ``store``, as ``workers.memory`` configures it."""
+    from workers.memory import AccessPolicy, create_memory_worker
+
+    memory = settings.workers.memory
+    return create_memory_worker(
+        store,
+        query_limit=memory.query_limit,
+        search_limit=memory.search_limit,
+        track_usage=memory.track_usage,
+        access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
+        audit=memory.audit,
+        retention=build_retention(settings),
+        hygiene_interval_s=memory.retention.interval_s,
+        embedder=build_embedder(settings),
+        search_settings=build_search_settings(settings),
+    )

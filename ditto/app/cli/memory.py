@@ -1,0 +1,377 @@
+"""``ditto memory``: inspect and govern the memory store ``ditto.yaml`` configures.
+
+``list``, ``get`` and ``search`` go through the MEMORY nodes (as ``--principal`` when access
+control is on), so the CLI sees exactly what an application sees. ``stats``, ``history``,
+``export``, ``import``, ``hygiene`` and ``audit`` are administration: they act on the store
+itself. Rich tables by default, ``--json`` for scripts, progress bars on standard error.
+
+Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``), 2 usage or configuration
+error, 3 the store failed or cannot be reached, 4 access control refused the call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ditto.app.cli.memory_common import (
+    ConfigOption,
+    JsonOption,
+    NamespaceOption,
+    call_nodes,
+    on_store,
+    preview,
+    print_json,
+)
+from ditto.app.cli.memory_governance import audit, hygiene, reindex
+from ditto.app.cli.memory_transfer import export, import_records
+from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
+from ditto.app.config import Settings
+
+if TYPE_CHECKING:
+    from workers.memory.ports import MemoryStore
+
+__all__ = ("memory_app",)
+
+memory_app = typer.Typer(
+    help="Inspect and govern the configured memory store.", no_args_is_help=True
+)
+
+PrincipalOption = Annotated[
+    str | None, typer.Option("--principal", help="Act as this principal (access control).")
+]
+ArchivedOption = Annotated[
+    str, typer.Option("--archived", help="exclude (default), include or only archived records.")
+]
+
+
+def _records_table(items: list[Any], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("key / id", "namespace", "category", "tags", "updated", "uses", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for item in items:
+        flags = ("📌 " if item.pinned else "") + ("🗄 " if item.archived_at else "")
+        table.add_row(
+            escape(item.key or item.id),
+            escape(item.namespace),
+            escape(item.category),
+            escape(", ".join(item.tags)),
+            f"{item.updated_at:%Y-%m-%d %H:%M}",
+            str(item.usage_count),
+            flags + escape(preview(item)),
+        )
+    return table
+
+
+@memory_app.command("list")
+def list_records(
+    namespace: NamespaceOption = None,
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Records with any of these tags.")] = None,
+    key_prefix: Annotated[str | None, typer.Option(help="Keys starting with this.")] = None,
+    order: Annotated[
+        str, typer.Option(help="created_at, updated_at, last_used_at or usage_count.")
+    ] = "created_at",
+    desc: Annotated[bool, typer.Option("--desc", help="Newest / largest first.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Records per page.")] = 20,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    archived: ArchivedOption = "exclude",
+    principal: PrincipalOption = None,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """List records, filtered and paged (the cursor of the next page is printed)."""
+    filter: dict[str, Any] = {"archived": archived}
+    for name, value in (
+        ("namespace", namespace),
+        ("category", category),
+        ("key_prefix", key_prefix),
+    ):
+        if value is not None:
+            filter[name] = value
+    if tag:
+        filter["tags_any"] = tag
+    request: dict[str, Any] = {
+        "filter": filter,
+        "limit": limit,
+        "order_by": {"field": order, "direction": "desc" if desc else "asc"},
+    }
+    if cursor:
+        request["cursor"] = cursor
+    (page,) = call_nodes(settings_or_exit(config), [("MEMORY.QUERY", request)], principal)
+    if as_json:
+        print_json(page)
+        return
+    console.print(_records_table(page.items, f"{len(page.items)} records"))
+    if page.next_cursor:
+        console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
+
+
+@memory_app.command("get")
+def get_records(
+    refs: Annotated[list[str], typer.Argument(help="Record ids or keys.", metavar="ID_OR_KEY...")],
+    namespace: Annotated[str, typer.Option(help="Namespace the keys are in.")] = "default",
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Also show archived records.")
+    ] = False,
+    principal: PrincipalOption = None,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Show records by id or key (exit 1 when none is found; a key that lives in another
+    namespace is named with its namespaces)."""
+    settings = settings_or_exit(config)
+    request = {"ids": refs, "keys": refs, "namespace": namespace, "include_archived": archived}
+    calls = [("MEMORY.GET", request)]
+    # Keys the namespace does not hold may live elsewhere: one query per key, asked together.
+    calls += [
+        ("MEMORY.QUERY", {"filter": {"key": ref, "archived": "include"}, "limit": 20})
+        for ref in refs
+    ]
+    found, *elsewhere = call_nodes(settings, calls, principal)
+    if as_json:
+        print_json(found)
+    else:
+        for item in found.items:
+            console.print_json(msgspec.json.encode(item).decode())
+    if not found.items:
+        namespaces = sorted({item.namespace for page in elsewhere for item in page.items})
+        hint = f" in namespace {namespace!r}"
+        if namespaces:
+            hint += f"; the key exists in {', '.join(map(repr, namespaces))} (pass --namespace)"
+        errors.print(escape(f"no record found{hint}"), highlight=False)
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+@memory_app.command("search")
+def search_records(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    namespace: NamespaceOption = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="auto (default), keyword, vector, hybrid or recent-keyword."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most hits.")] = 10,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each hit ranked where it did.")
+    ] = False,
+    archived: ArchivedOption = "exclude",
+    principal: PrincipalOption = None,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Search records (exit 1 when nothing matches). Hits count as uses of the records."""
+    filter: dict[str, Any] = {"archived": archived}
+    if namespace is not None:
+        filter["namespace"] = namespace
+    request: dict[str, Any] = {"query": query, "limit": limit, "filter": filter}
+    if strategy is not None:
+        request["strategy"] = strategy
+    if explain:
+        request["options"] = {"explain": True}
+    (output,) = call_nodes(settings_or_exit(config), [("MEMORY.SEARCH", request)], principal)
+    if as_json:
+        print_json(output)
+    else:
+        console.print(_hits_table(output.hits, explain))
+    if output.vector_missing:
+        errors.print(
+            f"note: {output.vector_missing} records have no vector, so vector search cannot "
+            "see them; run `ditto memory reindex` to embed them",
+            highlight=False,
+        )
+    if not output.hits:
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+def _hits_table(hits: list[Any], explain: bool = False) -> Table:
+    table = Table(title=f"{len(hits)} hits")
+    columns = ["score", "key / id", "namespace", "uses", "content"]
+    if explain:
+        columns.append("why")
+    for column in columns:
+        table.add_column(column, overflow="fold" if column in ("content", "why") else "ellipsis")
+    for hit in hits:
+        item = hit.memory
+        score = "-" if hit.score is None else f"{hit.score:.4g}"
+        row = [
+            score,
+            escape(item.key or item.id),
+            escape(item.namespace),
+            str(item.usage_count),
+            escape(preview(item)),
+        ]
+        if explain:
+            why = hit.explain or {}
+            row.append(escape(", ".join(f"{name}={value}" for name, value in why.items())))
+        table.add_row(*row)
+    return table
+
+
+@memory_app.command("stats")
+def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
+    """Counts per namespace and category (live and archived), pinned records, the oldest and
+    newest record, the store's size and the health of its indexes."""
+    from workers.memory import MemoryFilter
+
+    settings = settings_or_exit(config)
+
+    async def gather(store: MemoryStore) -> dict[str, Any]:
+        # Streamed page by page: counters only, never every record in memory at once.
+        counts: Counter[tuple[str, str]] = Counter()
+        archived: Counter[tuple[str, str]] = Counter()
+        pinned = 0
+        oldest: datetime | None = None
+        newest: datetime | None = None
+        async for page in store.pages(MemoryFilter(archived="include"), _STATS_PAGE):
+            for item in page:
+                group = (item.namespace, item.category)
+                counts[group] += 1
+                archived[group] += item.archived_at is not None
+                pinned += item.pinned
+                oldest = item.created_at if oldest is None else min(oldest, item.created_at)
+                newest = item.created_at if newest is None else max(newest, item.created_at)
+        groups = [
+            {"namespace": ns, "category": category, "records": count, "archived": archived[key]}
+            for key, count in sorted(counts.items())
+            for ns, category in [key]
+        ]
+        return {
+            "backend": settings.workers.memory.backend,
+            "records": sum(counts.values()),
+            "archived": sum(archived.values()),
+            "pinned": pinned,
+            "by_namespace_category": groups,
+            "oldest": None if oldest is None else oldest.isoformat(),
+            "newest": None if newest is None else newest.isoformat(),
+            "size_bytes": _size(settings),
+            "index_health": await store.health(),
+            "vectors": await _vector_report(store, settings),
+        }
+
+    report = on_store(settings, gather, reading=True)
+    if as_json:
+        print_json(report)
+        return
+    table = Table(title=f"{report['records']} records ({report['backend']})")
+    for column in ("namespace", "category", "records", "archived"):
+        table.add_column(column)
+    for row in report["by_namespace_category"]:
+        table.add_row(
+            escape(row["namespace"]),
+            escape(row["category"]),
+            str(row["records"]),
+            str(row["archived"]),
+        )
+    console.print(table)
+    size = "n/a" if report["size_bytes"] is None else f"{report['size_bytes']} bytes"
+    console.print(
+        f"oldest: {report['oldest']}  newest: {report['newest']}  size: {size}  "
+        f"pinned: {report['pinned']}",
+        highlight=False,
+    )
+    vectors = report["vectors"]
+    if vectors and vectors["model"]:
+        console.print(
+            f"vectors: {vectors['model']} ({vectors['dimension']}-d), "
+            f"{vectors['records_without_vector']} records without one"
+            + (f", reindexing to {vectors['reindex_target']}" if vectors["reindex_target"] else ""),
+            highlight=False,
+        )
+        if vectors["records_without_vector"]:
+            console.print(
+                "vector search cannot see records without a vector: run `ditto memory reindex`",
+                highlight=False,
+            )
+    health = report["index_health"]
+    if health:
+        console.print(
+            "index health: " + ", ".join(f"{name}={value}" for name, value in health.items()),
+            highlight=False,
+        )
+
+
+_STATS_PAGE = 1000
+
+
+async def _vector_report(store: MemoryStore, settings: Settings) -> dict[str, Any] | None:
+    """The store's embedding model and how many records lack its vector. A store that has no
+    vectors yet is measured against the configured embedder: gaining one leaves every record
+    written before it without a vector until ``reindex``."""
+    from ditto.app.bootstrap import build_embedder
+    from workers.memory.ports import VectorStore
+    from workers.memory.retrieval.embeddings.base import model_of
+
+    if not isinstance(store, VectorStore):
+        return None
+    state = await store.vector_state()
+    model = state.active
+    if model is None:
+        embedder = build_embedder(settings)
+        model = None if embedder is None else model_of(embedder)
+    return {
+        "model": None if model is None else model.model_id,
+        "dimension": None if model is None else model.dimension,
+        "reindex_target": None if state.target is None else str(state.target),
+        "records_without_vector": (
+            None if model is None else await store.count_missing_vectors(model)
+        ),
+    }
+
+
+def _size(settings: Settings) -> int | None:
+    memory = settings.workers.memory
+    if memory.backend != "sqlite":
+        return None
+    path = memory.sqlite_file
+    files = [path, path.with_name(path.name + "-wal")]
+    return sum(file.stat().st_size for file in files if file.exists())
+
+
+@memory_app.command("history")
+def history(
+    ref: Annotated[str, typer.Argument(help="A record id, or a key.", metavar="ID_OR_KEY")],
+    namespace: Annotated[str, typer.Option(help="Namespace the key is in.")] = "default",
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Every change of a record, oldest first — also after it was deleted (exit 1: none)."""
+    settings = settings_or_exit(config)
+
+    from workers.memory.ports import HistoryLog, require
+
+    async def read(store: MemoryStore) -> list[Any]:
+        found = await store.get([], [ref], namespace)
+        return await require(store, HistoryLog).history(found[0].id if found else ref)
+
+    entries = on_store(settings, read, reading=True)
+    if as_json:
+        print_json(entries)
+    else:
+        table = Table(title=f"history of {escape(ref)}")
+        for column in ("version", "change", "at", "content"):
+            table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+        for entry in entries:
+            table.add_row(
+                str(entry.version),
+                entry.change,
+                f"{entry.at:%Y-%m-%d %H:%M:%S}",
+                escape(preview(entry.record)),
+            )
+        console.print(table)
+    if not entries:
+        errors.print("no history for this record")
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+memory_app.command("export")(export)
+memory_app.command("import")(import_records)
+memory_app.command("hygiene")(hygiene)
+memory_app.command("audit")(audit)
+memory_app.command("reindex")(reindex)

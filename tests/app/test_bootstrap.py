@@ -1,0 +1,99 @@
+"""``ditto.app.bootstrap``: settings become a runtime with the configured MEMORY worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ditto.app.bootstrap import open_runtime
+from ditto.app.config import load_config
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_default_is_a_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with open_runtime(load_config(env={})) as runtime:
+        written = await runtime.invoke("MEMORY.WRITE", {"memories": [{"key": "k", "content": 1}]})
+        assert written.ok
+    assert (tmp_path / "memory.sqlite").exists()
+    async with open_runtime(load_config(env={})) as runtime:
+        found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
+    assert found.unwrap().items[0].content == 1
+
+
+async def test_configured_limits_and_backend_apply(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: inprocess\n    query_limit: 2\n    track_usage: false\n"
+    )
+    async with open_runtime(load_config(config, env={})) as runtime:
+        await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": n} for n in range(5)]})
+        page = (await runtime.invoke("MEMORY.QUERY", {})).unwrap()
+        await runtime.invoke("MEMORY.SEARCH", {"query": "3"})
+        everything = (await runtime.invoke("MEMORY.QUERY", {"limit": 10})).unwrap()
+    assert len(page.items) == 2
+    assert page.next_cursor is not None
+    assert all(item.usage_count == 0 for item in everything.items)
+    assert not (tmp_path / "memory.sqlite").exists()
+
+
+async def test_context_uses_redis_when_its_url_is_set(tmp_path: Path, redis_space: Any) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: inprocess\n"
+        f"  context:\n    cache:\n      key_prefix: '{redis_space.prefix}'\n      ttl_ms: 5000\n"
+    )
+    settings = load_config(config, env={"DITTO_WORKER_CONTEXT_REDIS_URL": redis_space.url})
+    async with open_runtime(settings) as runtime:
+        loaded = await runtime.invoke("CONTEXT.LOAD", {"scope": {"session_id": "b"}, "sources": []})
+    assert loaded.ok, loaded.error
+    import redis
+
+    client = redis.Redis.from_url(redis_space.url)
+    try:
+        keys = list(client.scan_iter(match=f"{redis_space.prefix}*"))
+        assert len(keys) == 1
+        assert 0 < client.pttl(keys[0]) <= 5000
+    finally:
+        client.close()
+
+
+async def test_without_a_redis_url_only_explicit_context_works(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: inprocess\n")
+    async with open_runtime(load_config(config, env={})) as runtime:
+        scoped = await runtime.invoke("CONTEXT.LOAD", {"scope": {"session_id": "b"}, "sources": []})
+        explicit = await runtime.invoke("CONTEXT.LOAD", {"sources": [{"uri": "file:x"}]})
+    assert scoped.error is not None
+    assert scoped.error.code == "STATE_STORE_UNAVAILABLE"
+    assert explicit.ok
+
+
+@pytest.mark.postgres
+async def test_the_postgres_backend_comes_from_config(tmp_path: Path, postgres_space: Any) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: postgres\n"
+        f"    postgres_schema: {postgres_space.schema}\n"
+    )
+    settings = load_config(config, env={"DITTO_WORKER_MEMORY_POSTGRES_URL": postgres_space.url})
+    async with open_runtime(settings) as runtime:
+        await runtime.invoke("MEMORY.WRITE", {"memories": [{"key": "k", "content": "pg"}]})
+    async with open_runtime(settings) as runtime:
+        found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
+    assert found.unwrap().items[0].content == "pg"
+    assert not (tmp_path / "memory.sqlite").exists()
+
+
+def test_the_postgres_backend_needs_its_url(tmp_path: Path) -> None:
+    from ditto import ConfigError
+
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: postgres\n")
+    with pytest.raises(ConfigError, match="DITTO_WORKER_MEMORY_POSTGRES_URL"):
+        load_config(config, env={})

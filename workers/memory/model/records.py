@@ -1,0 +1,381 @@
+"""Record rules every store shares: what a write does to a key, how a patch applies, how a
+record orders, what text is indexed. Stores do the I/O; the decisions are made here, once, so
+every backend behaves the same."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from ditto.errors import ErrorCode
+from workers.memory.model.contracts import (
+    DEFAULT_NAMESPACE,
+    HistoryEntry,
+    MemoryDraft,
+    MemoryItem,
+    MemoryPatch,
+    OrderField,
+    WriteMode,
+)
+from workers.memory.model.errors import MemoryStoreError, conflict, not_found
+
+__all__ = (
+    "Clock",
+    "UpdateStep",
+    "WriteGuard",
+    "WriteStep",
+    "apply_patch",
+    "canonical_json",
+    "change_of_patch",
+    "changes_text",
+    "content_text",
+    "from_micros",
+    "history_entry",
+    "namespaced",
+    "new_id",
+    "new_item",
+    "now_from",
+    "order_key",
+    "plan_updates",
+    "plan_writes",
+    "to_micros",
+    "utc_now",
+)
+
+Clock = Callable[[], datetime]
+"""Returns the current time, timezone-aware. Stores take one so tests can fix time."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+_random = random.Random(os.urandom(32))
+_bits = _random.getrandbits
+# A forked child must not draw the parent's next ids.
+os.register_at_fork(after_in_child=lambda: _random.seed(os.urandom(32)))
+
+
+def new_id() -> str:
+    """A new record id: a UUIDv7 (RFC 9562) — milliseconds since the epoch, then 74 random
+    bits. Ids of records written one after another sort by time, so inserts append to the end
+    of every index on ``id`` instead of landing at random pages of it (and page in less of a
+    large store); within a millisecond the random bits keep them unique. The bits come from a
+    generator seeded by the OS (a system call per id costs more than the rest of the id): ids
+    are names, not secrets — access rules, not unguessable ids, protect records."""
+    value = (time.time_ns() // 1_000_000) << 80 | _bits(80)
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10xx (RFC 9562)
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch; the exact integer form stores index and compare."""
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    return _EPOCH + timedelta(0, 0, micros)  # positional: a third cheaper than microseconds=
+
+
+def now_from(clock: Clock) -> datetime:
+    """The clock's time, checked to be aware and cut to microseconds (what stores keep)."""
+    moment = clock()
+    if moment.tzinfo is None:
+        raise ValueError("the memory store clock must return timezone-aware datetimes")
+    return moment.astimezone(UTC)
+
+
+_encode_sorted = msgspec.json.Encoder(order="sorted")
+
+
+def canonical_json(value: Any) -> bytes:
+    """JSON with sorted keys: equal values give equal bytes, and ``true`` never equals ``1``."""
+    return _encode_sorted.encode(value)
+
+
+def content_text(content: Any) -> str:
+    """The searchable text of a record's content: a string as is; for objects and arrays every
+    string and number leaf (not the keys), one per line."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    stack = [content]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            try:
+                parts.append(str(item))
+            except ValueError:  # an integer past Python's 4,300-digit conversion limit
+                continue
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return "\n".join(parts)
+
+
+def order_key(item: MemoryItem, field: OrderField) -> int:
+    """The integer a record sorts by for ``field`` (a never-used record sorts as -1)."""
+    if field == "created_at":
+        return to_micros(item.created_at)
+    if field == "updated_at":
+        return to_micros(item.updated_at)
+    if field == "usage_count":
+        return item.usage_count
+    return -1 if item.last_used_at is None else to_micros(item.last_used_at)
+
+
+def _draft_fields(draft: MemoryDraft | MemoryItem) -> bytes:
+    return canonical_json(
+        [
+            draft.content,
+            draft.summary,
+            draft.category,
+            draft.tags,
+            draft.metadata,
+            draft.source,
+        ]
+    )
+
+
+def _replays(draft: MemoryDraft, stored: MemoryItem) -> bool:
+    """Whether writing ``draft`` over ``stored`` would change nothing (``None`` flags keep the
+    stored value, so they never differ)."""
+    return (
+        _draft_fields(draft) == _draft_fields(stored)
+        and draft.pinned in (None, stored.pinned)
+        and draft.visibility in (None, stored.visibility)
+    )
+
+
+def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> MemoryItem:
+    return MemoryItem(
+        id=item_id or new_id(),
+        key=draft.key,
+        namespace=draft.namespace,
+        content=draft.content,
+        summary=draft.summary,
+        category=draft.category,
+        tags=list(draft.tags),
+        metadata=dict(draft.metadata),
+        source=draft.source,
+        created_at=now,
+        updated_at=now,
+        version=1,
+        usage_count=0,
+        last_used_at=None,
+        pinned=bool(draft.pinned),
+        archived_at=None,
+        owner=draft.owner,
+        visibility=draft.visibility or "shared",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStep:
+    """What one draft of a WRITE does: insert a new record, replace a stored one (upsert), or
+    keep a stored one unchanged (an idempotent replay)."""
+
+    action: Literal["insert", "replace", "keep"]
+    item: MemoryItem
+    entry: HistoryEntry | None
+    """The history entry the step records (``None`` for a replay, which changes nothing)."""
+
+
+class WriteGuard(Protocol):
+    """Checks a store makes inside its write transaction, on the records as stored there, so
+    nothing can change between a check and the write it allows (access control enforcing,
+    retention). Each raises a coded :class:`MemoryStoreError` to refuse the whole call."""
+
+    def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
+        """A WRITE draft lands on ``stored`` (same key)."""
+
+    def check_update(self, stored: MemoryItem, patch: MemoryPatch) -> None:
+        """A patch applies to ``stored``."""
+
+    def check_delete(self, stored: MemoryItem) -> bool:
+        """Whether ``stored`` is deleted (``False``: left alone, not reported as deleted)."""
+
+
+def plan_writes(
+    drafts: Iterable[MemoryDraft],
+    mode: WriteMode,
+    existing: Mapping[tuple[str, str], MemoryItem],
+    now: datetime,
+    guard: WriteGuard | None = None,
+) -> list[WriteStep]:
+    """Decide every draft of a batch against the records already stored under its key.
+
+    ``create``: a key with identical fields replays the stored record; any difference is
+    ``CONFLICT`` (and the caller rolls the whole batch back). ``upsert``: a key replaces the
+    stored record's fields, keeping ``id``, ``created_at`` and usage statistics and bumping
+    ``version`` (an identical draft is a replay, not a new version). An upsert keeps the owner
+    (ownership never moves with a write), keeps ``pinned`` and ``visibility`` unless the draft
+    sets them, and revives an archived record.
+
+    Raises:
+        MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode.
+    """
+    steps = []
+    for draft in drafts:
+        stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
+        if stored is not None and guard is not None:
+            guard.check_write(stored, draft)  # replays too: they return the stored record
+        if stored is None:
+            item = new_item(draft, now)
+            steps.append(WriteStep("insert", item, history_entry(item, "create", now)))
+        elif _replays(draft, stored):
+            steps.append(WriteStep("keep", stored, None))
+        elif mode == "create":
+            raise conflict(
+                f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
+                "record; use mode='upsert' to replace it or MEMORY.UPDATE to change it"
+            )
+        else:
+            replaced = msgspec.structs.replace(
+                stored,
+                content=draft.content,
+                summary=draft.summary,
+                category=draft.category,
+                tags=list(draft.tags),
+                metadata=dict(draft.metadata),
+                source=draft.source,
+                updated_at=now,
+                version=stored.version + 1,
+                pinned=stored.pinned if draft.pinned is None else draft.pinned,
+                visibility=draft.visibility or stored.visibility,
+                archived_at=None,
+            )
+            steps.append(WriteStep("replace", replaced, history_entry(replaced, "upsert", now)))
+    return steps
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateStep:
+    """One patch of an UPDATE: the record as it leaves it, and the history entry it records."""
+
+    item: MemoryItem
+    entry: HistoryEntry
+
+
+def plan_updates(
+    patches: Sequence[MemoryPatch],
+    stored: Mapping[str, MemoryItem],
+    now: datetime,
+    guard: WriteGuard | None = None,
+) -> list[UpdateStep]:
+    """Decide every patch of an UPDATE against the records as stored (looked up by id).
+
+    Args:
+        patches: The patches, ids unique.
+        stored: The stored records by id (those the patches name that exist).
+        now: The update's time.
+        guard: Checked on each stored record before its patch applies.
+
+    Raises:
+        MemoryStoreError: ``NOT_FOUND`` for the first id not in ``stored``; what
+            :func:`apply_patch` raises. Either way nothing is planned.
+    """
+    missing = [patch.id for patch in patches if patch.id not in stored]
+    if missing:
+        raise not_found(f"no record with id {missing[0]!r}")
+    steps = []
+    for patch in patches:
+        item = apply_patch(stored[patch.id], patch, now, guard)
+        steps.append(UpdateStep(item, history_entry(item, change_of_patch(patch), now)))
+    return steps
+
+
+Change = Literal["create", "upsert", "update", "archive", "delete"]
+
+
+def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
+    return HistoryEntry(item.id, item.version, change, at, item)
+
+
+_PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category", "pinned", "visibility")
+
+
+def changes_text(patch: MemoryPatch) -> bool:
+    """Whether ``patch`` changes what is embedded for a record (its summary or content)."""
+    return patch.content is not msgspec.UNSET or patch.summary is not msgspec.UNSET
+
+
+def change_of_patch(patch: MemoryPatch) -> Change:
+    """The history change a patch records: ``archive`` when it archives, else ``update``."""
+    return "archive" if patch.archived is True else "update"
+
+
+def apply_patch(
+    item: MemoryItem, patch: MemoryPatch, now: datetime, guard: WriteGuard | None = None
+) -> MemoryItem:
+    """The record after ``patch``; supplied fields replace, others keep their value.
+
+    ``archived`` alone does not touch ``updated_at``: archiving is not an edit, and retention
+    measures inactivity from the last edit or use. Archiving an archived record keeps its first
+    ``archived_at``.
+
+    Raises:
+        MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale; what ``guard``
+            raises.
+    """
+    if guard is not None:
+        guard.check_update(item, patch)
+    if patch.expected_version is not None and patch.expected_version != item.version:
+        raise MemoryStoreError(
+            f"record {item.id} is at version {item.version}, not {patch.expected_version}",
+            code=ErrorCode.CONFLICT,
+        )
+    changes: dict[str, Any] = {"version": item.version + 1}
+    for name in _PATCH_FIELDS:
+        value = getattr(patch, name)
+        if value is not msgspec.UNSET:
+            changes[name] = value
+    if changes.keys() - {"version"}:
+        changes["updated_at"] = now
+    if patch.archived is True:
+        changes["archived_at"] = item.archived_at or now
+    elif patch.archived is False:
+        changes["archived_at"] = None
+    return msgspec.structs.replace(item, **changes)
+
+
+def namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
+    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
+    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
+    they write. A draft naming two different namespaces is refused, never guessed.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
+            differs from a namespace the draft gives.
+    """
+    named = draft.metadata.get("namespace", draft.namespace)
+    if named == draft.namespace:
+        return draft
+    if not isinstance(named, str) or not 1 <= len(named) <= 256:
+        raise MemoryStoreError(
+            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
+            "characters)"
+        )
+    if draft.namespace != DEFAULT_NAMESPACE:
+        raise MemoryStoreError(
+            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
+            f"metadata.namespace {named!r}"
+        )
+    return msgspec.structs.replace(draft, namespace=named)

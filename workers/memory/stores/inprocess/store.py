@@ -1,0 +1,212 @@
+"""``InProcessMemoryStore`` itself: its reads, keyword search and writes, on the state and
+capabilities of its sibling modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ditto.contracts.outcomes import claim_outcome
+from workers.memory.model.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.model.errors import key_taken
+from workers.memory.model.filters import matches_filter
+from workers.memory.model.records import (
+    WriteGuard,
+    changes_text,
+    history_entry,
+    now_from,
+    order_key,
+    plan_updates,
+    plan_writes,
+)
+from workers.memory.ports import (
+    AuditLog,
+    HistoryLog,
+    KeywordSearch,
+    MemoryStore,
+    QueryPosition,
+    RecordImport,
+    UsageTracking,
+    VectorStore,
+)
+from workers.memory.retrieval.keyword import bm25, explained, keyword_request
+from workers.memory.retrieval.text import light_stem
+from workers.memory.retrieval.vectors import Vectors, matching_rows, text_hash
+from workers.memory.stores.inprocess.logs import InProcessLogs
+from workers.memory.stores.inprocess.state import clone
+from workers.memory.stores.inprocess.vectors import InProcessVectors
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+
+__all__ = ("InProcessMemoryStore",)
+
+
+class InProcessMemoryStore(
+    InProcessVectors,
+    InProcessLogs,
+    MemoryStore,
+    UsageTracking,
+    KeywordSearch,
+    VectorStore,
+    HistoryLog,
+    AuditLog,
+    RecordImport,
+):
+    """Memory records in this process only: gone when it exits.
+
+    Args:
+        clock: Source of ``created_at``/``updated_at`` (default: the system clock, UTC).
+    """
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        found = [self._items[item_id] for item_id in ids if item_id in self._items]
+        for key in keys:
+            item_id = self._keys.get((namespace, key))
+            if item_id is not None:
+                found.append(self._items[item_id])
+        return [clone(item) for item in found]
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        descending = order.direction == "desc"
+        ranked = sorted(
+            (
+                (order_key(item, order.field), item.id, item)
+                for item in self._items.values()
+                if matches_filter(item, filter)
+            ),
+            key=lambda row: (row[0], row[1]),
+            reverse=descending,
+        )
+        if after is not None:
+            if descending:
+                ranked = [row for row in ranked if (row[0], row[1]) < after]
+            else:
+                ranked = [row for row in ranked if (row[0], row[1]) > after]
+        return [clone(row[2]) for row in ranked[:limit]]
+
+    async def count(self, filter: MemoryFilter) -> int:
+        return sum(1 for item in self._items.values() if matches_filter(item, filter))
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        words, explain = keyword_request(input, "the in-process store")
+        limit = input.limit or 10
+        terms = {light_stem(word) for word in words}
+        candidates = [
+            (item, self._terms[item.id])
+            for item in self._items.values()
+            if matches_filter(item, input.filter) and not terms.isdisjoint(self._terms[item.id])
+        ]
+        if not candidates:
+            return []
+        scores = bm25(terms, [counts for _, counts in candidates], list(self._terms.values()))
+        scored = [(score, item) for score, (item, _) in zip(scores, candidates, strict=True)]
+        scored.sort(key=lambda row: (-row[0], row[1].id))
+        return explained([SearchHit(clone(item), score) for score, item in scored[:limit]], explain)
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        self._check_vectors(vectors, needed=True)
+        keys = self._keys
+        existing = {
+            (draft.namespace, draft.key): clone(self._items[keys[(draft.namespace, draft.key)]])
+            for draft in drafts
+            if draft.key is not None and (draft.namespace, draft.key) in keys
+        }
+        steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard)
+        if vectors is not None:  # refuse before any change: all or nothing
+            matching_rows([step.item for step in steps], vectors.hashes, skip=False)
+        entries = [step.entry for step in steps if step.entry is not None]
+        self._put_all([step.item for step in steps if step.entry is not None], entries)
+        if vectors is not None:
+            self._store_vectors(vectors, [step.item for step in steps])
+        return [clone(step.item) for step in steps]
+
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)  # read once per call, refused or not, like every store
+        self._check_vectors(vectors, needed=any(map(changes_text, patches)))
+        stored = {
+            patch.id: clone(self._items[patch.id]) for patch in patches if patch.id in self._items
+        }
+        steps = plan_updates(patches, stored, now, guard)
+        updated = [step.item for step in steps]
+        if vectors is not None:  # refuse before any change: all or nothing
+            matching_rows(updated, vectors.hashes, skip=False)
+        self._put_all(updated, [step.entry for step in steps])
+        if vectors is not None:
+            self._store_vectors(vectors, updated)
+        return [clone(item) for item in updated]
+
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        now = now_from(self._clock)
+        chosen = [item_id for item_id in ids if item_id in self._items]
+        if guard is not None:  # every check before any change: all or nothing
+            chosen = [item_id for item_id in chosen if guard.check_delete(self._items[item_id])]
+        deleted = []
+        if chosen:
+            claim_outcome()
+        for item_id in chosen:
+            item = self._items.pop(item_id)
+            self._history.setdefault(item_id, []).append(history_entry(item, "delete", now))
+            self._terms.pop(item_id, None)
+            self._vectors.pop(item_id, None)
+            self._index.remove([item_id])
+            if item.key is not None:
+                self._keys.pop((item.namespace, item.key), None)
+            deleted.append(item_id)
+        return deleted
+
+    async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
+        for item_id in ids:
+            item = self._items.get(item_id)
+            if item is not None:
+                self._items[item_id] = msgspec.structs.replace(
+                    item, usage_count=item.usage_count + 1, last_used_at=at
+                )
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        for item in items:  # check everything first: all or nothing
+            holder = self._keys.get((item.namespace, item.key)) if item.key is not None else None
+            if holder is not None and holder != item.id:
+                raise key_taken(item.namespace, item.key)
+        prepared = [self._prepared(item) for item in items]  # may fail: before any change
+        for item in items:
+            previous = self._items.get(item.id)
+            if previous is not None and previous.key is not None:
+                self._keys.pop((previous.namespace, previous.key), None)
+            held = self._vectors.get(item.id, {})
+            if any(fingerprint != text_hash(item) for _, fingerprint in held.values()):
+                del self._vectors[item.id]  # its text changed: it needs a new vector
+                self._index.remove([item.id])
+        self._commit(prepared)
+        return len(items)

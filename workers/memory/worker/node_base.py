@@ -1,0 +1,57 @@
+"""What every MEMORY node handler shares: the store, the search provider, the limits, usage
+tracking, access control, hygiene, and embedding records for the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workers.memory.maintenance.retention import PeriodicHygiene
+from workers.memory.model.contracts import MemoryDraft, MemoryItem
+from workers.memory.model.records import Clock
+from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking
+from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
+from workers.memory.retrieval.vectors import Vectors, hash_text, vector_text
+from workers.memory.worker.access import AccessControl
+
+__all__ = ("NodeBase",)
+
+
+class NodeBase:
+    """The state of the MEMORY nodes (``create_memory_worker`` builds it)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        search: MemorySearchProvider,
+        query_limit: int,
+        search_limit: int,
+        usage: UsageTracking | None,
+        clock: Clock,
+        access: AccessControl,
+        embedder: Embedder | None,
+    ) -> None:
+        self.store = store
+        self.search_provider = search
+        self.query_limit = query_limit
+        self.search_limit = search_limit
+        self.usage = usage
+        self.clock = clock
+        self.access = access
+        self.hygiene: PeriodicHygiene | None = None
+        self.embedder = embedder
+        self.model = None if embedder is None else model_of(embedder)
+
+    def _start_hygiene(self) -> None:
+        # The first call is the first place with a running event loop to run it on.
+        if self.hygiene is not None:
+            self.hygiene.ensure_started()
+
+    async def _vectors(self, records: Sequence[MemoryDraft | MemoryItem]) -> Vectors | None:
+        """The embeddings of ``records`` (``None`` without an embedder)."""
+        if self.embedder is None or self.model is None:
+            return None
+        texts = [vector_text(record) for record in records]
+        matrix = await embed_texts(self.embedder, texts)
+        # The store checks each hash against the text it stores: a record changed by someone
+        # else while this one was embedding is a CONFLICT, never a vector of the wrong text.
+        return Vectors(self.model, matrix, tuple(map(hash_text, texts)))

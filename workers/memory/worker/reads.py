@@ -1,0 +1,127 @@
+"""The MEMORY read nodes: ``GET``, ``QUERY`` and ``SEARCH``, each checking what the store or
+the search provider returned."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from ditto.runtime.context import NodeContext
+from workers.memory.model.contracts import (
+    MAX_QUERY_CHARS,
+    GetInput,
+    GetOutput,
+    MemoryItem,
+    QueryInput,
+    QueryOutput,
+    SearchHit,
+    SearchInput,
+    SearchOutput,
+)
+from workers.memory.model.cursor import decode_cursor, encode_cursor
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.filters import matches_filter
+from workers.memory.model.records import now_from, order_key
+from workers.memory.model.validation import check_input
+from workers.memory.worker.boundary import check_items, off_contract
+from workers.memory.worker.node_base import NodeBase
+
+__all__ = ("ReadNodes",)
+
+
+class ReadNodes(NodeBase):
+    """The handlers of ``MEMORY.GET``, ``MEMORY.QUERY`` and ``MEMORY.SEARCH``."""
+
+    async def get(self, request: GetInput, ctx: NodeContext) -> GetOutput:
+        self._start_hygiene()
+        check_input(request)
+        principal = self.access.principal(ctx)
+        ids = list(dict.fromkeys(request.ids))
+        keys = list(dict.fromkeys(request.keys))
+        if not ids and not keys:
+            return GetOutput([])
+        found = check_items(
+            # A record asked for by id and by key may come back twice; it is returned once.
+            await self.store.get(ids, keys, request.namespace),
+            "GET output",
+            unique=False,
+        )
+        by_id = {item.id: item for item in found}
+        chosen = [by_id.get(item_id) for item_id in ids]
+        if keys:
+            by_key = {
+                item.key: item
+                for item in found
+                if item.key is not None and item.namespace == request.namespace
+            }
+            chosen += [by_key.get(key) for key in keys]
+        ordered: dict[str, MemoryItem] = {}
+        for item in chosen:
+            if item is not None and (request.include_archived or item.archived_at is None):
+                ordered.setdefault(item.id, item)
+        items = list(ordered.values())
+        if not self.access.silent:
+            items = await self.access.reads(ctx, items, principal)
+        return GetOutput(items)
+
+    async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
+        self._start_hygiene()
+        check_input(request)
+        principal = self.access.principal(ctx)
+        filter = self.access.visible_filter(request.filter, principal)
+        limit = request.limit or self.query_limit
+        # Open first: a store that keeps its cursor key loads it when it opens.
+        await self.store.open()
+        secret = self.store.cursor_secret
+        after = (
+            decode_cursor(secret, filter, request.order_by, request.cursor)
+            if request.cursor is not None
+            else None
+        )
+        items = check_items(
+            await self.store.query(filter, request.order_by, limit + 1, after), "QUERY output"
+        )
+        if len(items) > limit + 1:
+            raise off_contract("QUERY returned more records than asked for")
+        page = items[:limit]
+        next_cursor = None
+        if len(items) > limit:
+            last = page[-1]
+            position = (order_key(last, request.order_by.field), last.id)
+            next_cursor = encode_cursor(secret, filter, request.order_by, position)
+        return QueryOutput(await self.access.reads(ctx, page, principal), next_cursor)
+
+    async def search(self, request: SearchInput, ctx: NodeContext) -> SearchOutput:
+        self._start_hygiene()
+        if isinstance(request.query, str) and len(request.query) > MAX_QUERY_CHARS:
+            raise MemoryStoreError(f"query is longer than {MAX_QUERY_CHARS} characters")
+        check_input(request)
+        principal = self.access.principal(ctx)
+        limit = request.limit or self.search_limit
+        request = msgspec.structs.replace(
+            request, limit=limit, filter=self.access.visible_filter(request.filter, principal)
+        )
+        found = await self.search_provider.search(request, ctx)
+        output = found if isinstance(found, SearchOutput) else SearchOutput(found)
+        hits = output.hits
+        if not isinstance(hits, list) or not all(isinstance(hit, SearchHit) for hit in hits):
+            raise off_contract("SEARCH output must be a list of SearchHit")
+        if len(hits) > limit:
+            raise off_contract("SEARCH returned more hits than the limit")
+        check_items([hit.memory for hit in hits], "SEARCH output")
+        for hit in hits:
+            if hit.score is not None and not math.isfinite(hit.score):
+                raise off_contract("SEARCH returned a non-finite score")
+            if not matches_filter(hit.memory, request.filter):
+                raise off_contract("SEARCH returned a record outside the filter")
+        returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
+        if len(returned) < len(hits):  # never when enforcing: the store filtered already
+            kept = {item.id for item in returned}
+            hits = [hit for hit in hits if hit.memory.id in kept]
+        if self.usage is not None and hits:
+            await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
+        missing = output.vector_missing
+        if missing is not None and (isinstance(missing, bool) or not isinstance(missing, int)):
+            raise off_contract("SEARCH vector_missing must be an integer")
+        return SearchOutput(hits, missing)

@@ -1,0 +1,139 @@
+"""The MEMORY write nodes: ``WRITE``, ``UPDATE`` and ``DELETE``, each validating its batch,
+embedding new text, and checking what the store returned."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ditto.runtime.context import NodeContext
+from workers.memory.model.contracts import (
+    DEFAULT_NAMESPACE,
+    DeleteInput,
+    DeleteOutput,
+    MemoryItem,
+    MemoryPatch,
+    UpdateInput,
+    UpdateOutput,
+    WriteInput,
+    WriteOutput,
+)
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.records import changes_text, namespaced, now_from, plan_updates
+from workers.memory.model.validation import check_input
+from workers.memory.worker.boundary import check_items, off_contract
+from workers.memory.worker.node_base import NodeBase
+
+__all__ = ("WriteNodes",)
+
+_PATCH_FIELDS = (
+    "content",
+    "summary",
+    "metadata",
+    "tags",
+    "category",
+    "pinned",
+    "visibility",
+    "archived",
+)
+
+
+class WriteNodes(NodeBase):
+    """The handlers of ``MEMORY.WRITE``, ``MEMORY.UPDATE`` and ``MEMORY.DELETE``."""
+
+    async def write(self, request: WriteInput, ctx: NodeContext) -> WriteOutput:
+        self._start_hygiene()
+        check_input(request)
+        memories = [namespaced(position, draft) for position, draft in enumerate(request.memories)]
+        request = msgspec.structs.replace(request, memories=memories)
+        seen: set[tuple[str, str]] = set()
+        for position, draft in enumerate(request.memories):
+            if draft.key is None:
+                if request.mode == "upsert":
+                    raise MemoryStoreError(f"memories[{position}]: upsert needs a key")
+                continue
+            if (draft.namespace, draft.key) in seen:
+                raise MemoryStoreError(
+                    f"memories[{position}]: key {draft.key!r} appears twice in one batch"
+                )
+            seen.add((draft.namespace, draft.key))
+        if not request.memories:
+            return WriteOutput([])
+        drafts = await self.access.stamp(ctx, request.memories)
+        vectors = await self._vectors(drafts)
+        writing = self.store.write(drafts, request.mode, vectors, self.access.guard(ctx))
+        items = check_items(await self.access.audited(ctx, writing, []), "WRITE output")
+        if len(items) != len(request.memories) or any(
+            (item.namespace, item.key) != (draft.namespace, draft.key)
+            for item, draft in zip(items, request.memories, strict=True)
+        ):
+            raise off_contract("WRITE must return one record per draft, in order")
+        await self.access.record_items(ctx, items)
+        return WriteOutput(items)
+
+    async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
+        self._start_hygiene()
+        check_input(request)
+        ids = [patch.id for patch in request.updates]
+        if len(set(ids)) != len(ids):
+            raise MemoryStoreError("an id appears twice in one UPDATE")
+        for position, patch in enumerate(request.updates):
+            if all(getattr(patch, name) is msgspec.UNSET for name in _PATCH_FIELDS):
+                raise MemoryStoreError(
+                    f"updates[{position}]: nothing to change (give content, summary, metadata, "
+                    "tags, category, pinned, visibility or archived)"
+                )
+        if not ids:
+            return UpdateOutput([])
+        await self.access.screen_updates(ctx, request.updates)
+        vectors = None
+        if self.embedder is not None and any(map(changes_text, request.updates)):
+            vectors = await self._vectors(await self._patched(request.updates))
+        updating = self.store.update(request.updates, vectors, self.access.guard(ctx))
+        items = check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
+        if [item.id for item in items] != ids:
+            raise off_contract("UPDATE must return each requested record once, in order")
+        await self.access.record_items(ctx, items)
+        return UpdateOutput(items)
+
+    async def _patched(self, patches: list[MemoryPatch]) -> list[MemoryItem]:
+        """The records as the patches will leave them (to embed their new text first)."""
+        found = await self.store.get([patch.id for patch in patches], [], DEFAULT_NAMESPACE)
+        steps = plan_updates(patches, {item.id: item for item in found}, now_from(self.clock))
+        return [step.item for step in steps]
+
+    async def delete(self, request: DeleteInput, ctx: NodeContext) -> DeleteOutput:
+        self._start_hygiene()
+        check_input(request)
+        ids = list(dict.fromkeys(request.ids))
+        if request.keys:
+            ids = list(dict.fromkeys([*ids, *await self._ids_of(ctx, request)]))
+        if not ids:
+            return DeleteOutput([])
+        await self.access.screen_deletes(ctx, ids)
+        deleting = self.store.delete(ids, self.access.guard(ctx))
+        deleted = await self.access.audited(ctx, deleting, ids)
+        requested = set(ids)
+        if (
+            not isinstance(deleted, list)
+            or not all(isinstance(item_id, str) and item_id in requested for item_id in deleted)
+            or len(set(deleted)) != len(deleted)
+        ):
+            raise off_contract("DELETE must return unique ids from the request")
+        await self.access.record(ctx, deleted)
+        return DeleteOutput(deleted)
+
+    async def _ids_of(self, ctx: NodeContext, request: DeleteInput) -> list[str]:
+        """The ids of the records holding ``request.keys`` in its namespace that the caller may
+        see: forgetting by key never reveals that someone else's record holds the key."""
+        keys = list(dict.fromkeys(request.keys))
+        found = check_items(
+            await self.store.get([], keys, request.namespace), "GET output", unique=False
+        )
+        principal = self.access.principal(ctx)
+        return [
+            item.id
+            for item in found
+            if item.namespace == request.namespace
+            and item.key in keys
+            and self.access.may_see(item, principal)
+        ]
