@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from ditto.adapters.sqlite.writer import (
+from ditto.adapters.sqlite.checkpoint_writes import (
     APPEND_JOB,
     DELETE_JOB,
     SAVE_JOB,
@@ -83,7 +83,7 @@ _sqlite_errors = map_exceptions(SQLITE_ERRORS)
 
 class _Reader:
     """The reader thread's connection, opened on first use (kept apart from the store for the
-    same reason as :class:`Writer`)."""
+    same reason as :class:`~ditto.adapters.sqlite.checkpoint_writes.Writer`)."""
 
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self._path = path

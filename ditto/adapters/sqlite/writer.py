@@ -1,258 +1,131 @@
-"""The writer thread of :class:`~ditto.adapters.sqlite.checkpoints.SqliteCheckpointStore`:
-one connection, a queue, and every job queued while it was busy committed in one transaction
-(group commit), each caller settled with its own outcome. Also what both of the store's threads
-share: the schema, how a connection is opened, and how a driver failure becomes a store error.
+"""The one writer thread with group commit that every SQLite store of the project uses (the
+memory store and the checkpoint store).
+
+sqlite3 blocks and SQLite admits one writer at a time, so each store funnels its writes through
+one thread that owns its write connection. A writer thread here:
+
+* runs **jobs** in groups: every job queued while it was busy is handed to the store's
+  ``commit(group)`` at once, so a hundred writes arriving together cost one transaction and a
+  lone write costs one. What a group means (one transaction, savepoints, how each caller gets
+  its own outcome) is the store's policy, passed in as ``commit``;
+* runs **calls** (:meth:`WriterThread.submit`, shaped like ``Executor.submit``) alone, in queue
+  order, for work that needs the writer's connection outside any group (opening the file,
+  migrating the schema);
+* never dies of a store's bug: a ``commit`` that raises is logged, and the thread goes on;
+* never outlives its store: :meth:`WriterThread.stop` (or ``shutdown``, shaped like
+  ``Executor.shutdown``) lets it finish what is queued, run the store's ``on_exit`` (close the
+  connection) on the thread, and end. It is a daemon thread and
+  holds no reference to the store, so a store nobody closed can still be garbage collected
+  (and stop its thread then) and never keeps the interpreter alive.
 """
 
 from __future__ import annotations
 
-import asyncio
-import builtins
-import contextlib
-import sqlite3
+import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
+from concurrent.futures import Future
+from functools import partial
 from queue import Empty, SimpleQueue
-from typing import Any, Final
+from typing import Any, Generic, TypeVar
 
-from ditto.errors import ErrorCode, ExceptionMapping, translate
-from ditto.runtime.checkpoints.port import CheckpointError, not_found
+__all__ = ("WriterThread",)
 
-__all__ = (
-    "APPEND_JOB",
-    "DELETE_JOB",
-    "SAVE_JOB",
-    "SCHEMA",
-    "SQLITE_ERRORS",
-    "Job",
-    "Writer",
-    "connect",
-)
+logger = logging.getLogger("ditto.adapters.sqlite")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    id TEXT PRIMARY KEY,
-    scope TEXT NOT NULL,
-    envelope BLOB NOT NULL,
-    updated_at REAL NOT NULL,
-    records INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS checkpoints_by_scope ON checkpoints (scope);
-CREATE TABLE IF NOT EXISTS checkpoint_records (
-    checkpoint_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value BLOB NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS checkpoint_records_order
-    ON checkpoint_records (checkpoint_id, seq);
-"""
-"""Idempotent: every connection runs it when it opens, so the first one to open a new file
-(writer or reader, this process or another) creates the tables.
+J = TypeVar("J")
+T = TypeVar("T")
 
-No index covers ``updated_at``: every append moves it, and two indexes on it made each commit
-write two more pages (measured 10–15 µs of a lone append's ~80 µs). ``list`` sorts instead:
-the rows of one scope (found by ``checkpoints_by_scope``), or every row without a filter."""
-
-_SAVE = (
-    "INSERT INTO checkpoints (id, scope, envelope, updated_at) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    "scope = excluded.scope, envelope = excluded.envelope, updated_at = excluded.updated_at"
-)
-_COUNT = "SELECT records FROM checkpoints WHERE id = ?"
-_INSERT = "INSERT INTO checkpoint_records (checkpoint_id, seq, key, value) VALUES (?, ?, ?, ?)"
-_TOUCH = "UPDATE checkpoints SET records = ?, updated_at = ? WHERE id = ?"
-_DELETE_RECORDS = "DELETE FROM checkpoint_records WHERE checkpoint_id = ?"
-_DELETE = "DELETE FROM checkpoints WHERE id = ?"
-
-SAVE_JOB: Final = 0
-APPEND_JOB: Final = 1
-DELETE_JOB: Final = 2
-
-# A job: (kind, checkpoint id, scope | records | None, envelope | None, loop, future).
-Job = tuple[int, str, Any, Any, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
-_UNKNOWN: Final = -1
-# Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low byte.
-_CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+_JOB = 0
+_CALL = 1
+_STOP = (2, None, None)
 
 
-def _store_error(exc: sqlite3.Error | OSError) -> CheckpointError:
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code in _CORRUPT_CODES:
-        return CheckpointError(
-            ErrorCode.CHECKPOINT_CORRUPT,
-            "the checkpoint store file is not an SQLite database or is damaged",
-        )
-    return CheckpointError(
-        ErrorCode.CHECKPOINT_STORE_UNAVAILABLE,
-        "the checkpoint store file could not be read or written",
-        retryable=True,
-    )
+class WriterThread(Generic[J]):
+    """A store's writer thread (see the module docstring).
 
+    Args:
+        name: The thread's name (shown in stack dumps and by the stall watchdog).
+        commit: Called on the thread with every job queued while it was busy, in queue order;
+            it settles each job's caller itself and should not raise.
+        on_exit: Called on the thread after the last job, e.g. to close the connection.
+    """
 
-SQLITE_ERRORS: ExceptionMapping = {(sqlite3.Error, OSError): _store_error}
-"""Both threads' driver-error boundary: a driver or file-system failure as a store error. Never
-the driver's text or the file's path: the caller gets a code and a generic message, the log gets
-``__cause__``."""
-
-
-def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit) on a file with the schema,
-    creating the folder and the file if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        # Before anything that may wait on a lock: switching to WAL needs one too.
-        connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        connection.executescript(SCHEMA)
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-class Writer:
-    """The writer thread and its connection. It holds no reference to the store, so a store
-    nobody closed can still be garbage collected (and then stops this thread)."""
-
-    def __init__(self, path: Path, busy_timeout_ms: int, clock: Callable[[], float]) -> None:
-        self._path = path
-        self._busy_timeout_ms = busy_timeout_ms
-        self._clock = clock
-        self._queue: SimpleQueue[Job | None] = SimpleQueue()
-        self._connection: sqlite3.Connection | None = None
-        self._ended: asyncio.Future[None] | None = None
-        self.thread = threading.Thread(
-            target=self._run, name="ditto-checkpoint-writer", daemon=True
-        )
+    def __init__(
+        self,
+        name: str,
+        commit: Callable[[list[J]], None],
+        *,
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
+        self._commit = commit
+        self._on_exit = on_exit
+        self._queue: SimpleQueue[tuple[int, Any, Any]] = SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
-    def put(self, job: Job) -> None:
-        self._queue.put(job)
+    def put(self, job: J) -> None:
+        """Queue ``job`` for the next group (returns at once)."""
+        self._queue.put((_JOB, job, None))
 
-    def stop(self, ended: asyncio.Future[None] | None = None) -> None:
-        """Let the thread finish what is queued, then end (returns at once); ``ended`` is set
-        when its connection is closed."""
-        self._ended = ended
-        self._queue.put(None)
+    def submit(self, function: Callable[..., T], /, *args: Any) -> Future[T]:
+        """Run ``function(*args)`` on the thread, alone and after everything queued before it.
+
+        Returns:
+            Its future; cancelling it before the thread got to it means it never runs.
+        """
+        future: Future[T] = Future()
+        self._queue.put((_CALL, partial(function, *args), future))
+        return future
+
+    def stop(self) -> None:
+        """Let the thread finish what is queued, run ``on_exit`` and end (returns at once;
+        :attr:`thread` can be joined)."""
+        self._queue.put(_STOP)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """:meth:`stop`, then wait for the thread to end when ``wait`` (blocks: call it off
+        the event loop)."""
+        self.stop()
+        if wait:
+            self.thread.join()
 
     def _run(self) -> None:
         queue = self._queue
         try:
             while True:
-                job = queue.get()
-                group: builtins.list[Job] = []
-                while job is not None:
-                    group.append(job)
+                item = queue.get()
+                group: list[J] = []
+                while item[0] == _JOB:
+                    group.append(item[1])
                     try:
-                        job = queue.get_nowait()
+                        item = queue.get_nowait()
                     except Empty:
+                        item = (_JOB, None, None)  # nothing after the group: wait again
                         break
                 if group:
-                    self._commit(group)
-                if job is None:
+                    self._commit_logged(group)
+                if item is _STOP:
                     return
+                if item[0] == _CALL:
+                    _run_call(item[1], item[2])
         finally:
-            if self._connection is not None:
-                self._connection.close()
-            if self._ended is not None:
-                _settle_one(self._ended, None)
+            if self._on_exit is not None:
+                self._on_exit()
 
-    def _commit(self, group: builtins.list[Job]) -> None:
+    def _commit_logged(self, group: list[J]) -> None:
         try:
-            outcomes = self._write(group)
-        except BaseException as exc:  # every caller gets an answer, never a hang
-            _settle(group, [_failure(exc) for _ in group])
-            return
-        _settle(group, outcomes)
-
-    def _write(self, group: builtins.list[Job]) -> builtins.list[Any]:
-        """Run ``group`` in one transaction; each job's outcome (a result or an exception)."""
-        if self._connection is None:
-            self._connection = connect(self._path, self._busy_timeout_ms)
-        connection = self._connection
-        clock = self._clock
-        outcomes: builtins.list[Any] = [None] * len(group)
-        # Records count of each checkpoint as this transaction sees it (None: absent), and
-        # the new (count, updated_at) of each one appended to, written once at the end.
-        counts: dict[str, int | None] = {}
-        touched: dict[str, builtins.list[Any]] = {}
-        rows: builtins.list[tuple[str, int, str, bytes]] = []
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for position, (kind, checkpoint_id, payload, envelope, _, _) in enumerate(group):
-                if kind == APPEND_JOB:
-                    count = counts.get(checkpoint_id, _UNKNOWN)
-                    if count == _UNKNOWN:
-                        found = connection.execute(_COUNT, (checkpoint_id,)).fetchone()
-                        count = counts[checkpoint_id] = None if found is None else found[0]
-                    if count is None:
-                        outcomes[position] = not_found()
-                    elif payload:
-                        rows.extend(
-                            (checkpoint_id, count + offset, key, value)
-                            for offset, (key, value) in enumerate(payload)
-                        )
-                        count = counts[checkpoint_id] = count + len(payload)
-                        touched[checkpoint_id] = [count, float(clock()), checkpoint_id]
-                elif kind == SAVE_JOB:
-                    now = float(clock())
-                    connection.execute(_SAVE, (checkpoint_id, payload, envelope, now))
-                    if checkpoint_id in touched:
-                        touched[checkpoint_id][1] = now
-                    elif counts.get(checkpoint_id, _UNKNOWN) is None:
-                        counts[checkpoint_id] = 0
-                else:
-                    if rows:
-                        connection.executemany(_INSERT, rows)
-                        rows.clear()
-                    connection.execute(_DELETE_RECORDS, (checkpoint_id,))
-                    outcomes[position] = connection.execute(_DELETE, (checkpoint_id,)).rowcount > 0
-                    counts[checkpoint_id] = None
-                    touched.pop(checkpoint_id, None)
-            if rows:
-                connection.executemany(_INSERT, rows)
-            if touched:
-                connection.executemany(_TOUCH, touched.values())
-            connection.execute("COMMIT")
-        except BaseException:
-            # A failed ROLLBACK (the connection is broken) must not hide the real failure.
-            with contextlib.suppress(sqlite3.Error):
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-            raise
-        return outcomes
+            self._commit(group)
+        except BaseException:  # the store settles its callers; a bug must not end the thread
+            logger.exception("a SQLite store's group commit raised")
 
 
-def _failure(exc: BaseException) -> BaseException:
-    """A caller's own error for a failed batch (an exception instance is raised in one task
-    only), the driver's failure kept as the cause for the log."""
-    return translate(exc, SQLITE_ERRORS) or exc
-
-
-def _settle(group: builtins.list[Job], outcomes: builtins.list[Any]) -> None:
-    """Hand each caller its outcome: one wake-up per event loop for the whole group."""
-    by_loop: dict[asyncio.AbstractEventLoop, builtins.list[tuple[asyncio.Future[Any], Any]]] = {}
-    for job, outcome in zip(group, outcomes, strict=True):
-        by_loop.setdefault(job[4], []).append((job[5], outcome))
-    for loop, settled in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-            loop.call_soon_threadsafe(_resolve, settled)
-
-
-def _settle_one(future: asyncio.Future[Any], outcome: Any) -> None:
-    with contextlib.suppress(RuntimeError):
-        future.get_loop().call_soon_threadsafe(_resolve, [(future, outcome)])
-
-
-def _resolve(settled: builtins.list[tuple[asyncio.Future[Any], Any]]) -> None:
-    for future, outcome in settled:
-        if future.done():  # its caller was cancelled
-            continue
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+def _run_call(function: Callable[[], Any], future: Future[Any]) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = function()
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)

@@ -2,11 +2,13 @@
 
 sqlite3 blocks, so every operation is one hop to a thread the store owns, never one per row
 (a point read, bounded by a few index lookups, runs on the calling thread instead). The writer
-runs every transaction in order (``BEGIN IMMEDIATE`` ... ``COMMIT``), and the writes queued
-while it was busy in one transaction together (``commits``: group commit); WAL lets the readers
-run while it commits. Usage counters are collected in memory without waiting and
-applied by the writer — at most ``USAGE_DELAY`` seconds later, or first thing in the next
-write transaction — so a busy search path never becomes one write transaction per search.
+is the project's one SQLite writer thread (:mod:`ditto.adapters.sqlite.writer`, shared with the
+checkpoint store): it runs every transaction in order (``BEGIN IMMEDIATE`` ... ``COMMIT``), and
+the writes queued while it was busy in one transaction together (``commits``: the group commit
+policy); WAL lets the readers run while it commits. Usage counters are collected in memory
+without waiting and applied by the writer — at most ``USAGE_DELAY`` seconds later, or first
+thing in the next write transaction — so a busy search path never becomes one write
+transaction per search.
 
 Every hop goes through :func:`~workers.memory.stores.sqlite.errors.sqlite_errors`: the one
 place driver failures become coded store errors.
@@ -24,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ditto.adapters.sqlite.writer import WriterThread
 from ditto.contracts.outcomes import claim_outcome
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import to_micros
@@ -64,15 +67,13 @@ class SqliteThreads:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        self._writer: ThreadPoolExecutor | None = None
+        self._writer: WriterThread[QueuedWrite] | None = None
         self._readers: ThreadPoolExecutor | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._cursor_secret: bytes | None = None
         self._usage_lock = threading.Lock()
         self._pending_usage: Usage = {}
-        self._queue: list[QueuedWrite] = []
-        self._queue_lock = threading.Lock()
         self._usage_timer: asyncio.TimerHandle | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -88,7 +89,7 @@ class SqliteThreads:
                 raise MemoryStoreError("the memory store is closed")
             if self._cursor_secret is not None:
                 return self._cursor_secret
-            writer = ThreadPoolExecutor(1, "ditto-sqlite-writer")
+            writer = WriterThread("ditto-sqlite-writer", self._commit_group)
             try:
                 self._cursor_secret = await self._hop(writer, False, self._setup)
             except BaseException:
@@ -160,7 +161,11 @@ class SqliteThreads:
     # ----------------------------------------------------------------- hops
 
     async def _hop(
-        self, executor: Executor, commits: bool, function: Callable[..., T], *args: Any
+        self,
+        executor: Executor | WriterThread[Any],
+        commits: bool,
+        function: Callable[..., T],
+        *args: Any,
     ) -> T:
         """Run ``function(job, *args)`` on ``executor``; a cancelled wait stops it (``jobs``)."""
         job = Job()
@@ -220,9 +225,7 @@ class SqliteThreads:
             await self.open()
         assert self._writer is not None
         request = QueuedWrite(Job(), function, args, Future())
-        with self._queue_lock:
-            self._queue.append(request)
-        self._writer.submit(self._commit_queued)
+        self._writer.put(request)
         with self._errors:
             try:
                 result: T = await asyncio.wrap_future(request.future)
@@ -238,11 +241,9 @@ class SqliteThreads:
         finally:
             job.finish()
 
-    def _commit_queued(self) -> None:
-        """On the writer: commit every queued write in one transaction (none when an earlier
-        call took them all)."""
-        with self._queue_lock:
-            queued, self._queue = self._queue, []
+    def _commit_group(self, queued: list[QueuedWrite]) -> None:
+        """On the writer: commit every write queued while it was busy in one transaction
+        (writes whose callers already gave up are skipped)."""
         group = [request for request in queued if request.future.set_running_or_notify_cancel()]
         if not group:
             return
@@ -283,9 +284,7 @@ class SqliteThreads:
         if self._writer is not None:
             request = QueuedWrite(Job(), _nothing, (), Future())
             request.future.add_done_callback(_log_failure)
-            with self._queue_lock:
-                self._queue.append(request)
-            self._writer.submit(self._commit_queued)
+            self._writer.put(request)
 
     async def flush(self) -> None:
         """Apply pending usage counters now."""
