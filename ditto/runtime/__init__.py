@@ -7,7 +7,7 @@ from ditto.runtime.registry import WorkerHandle
 from ditto.runtime.results import GraphRunError, InterruptInfo, RunResult
 from ditto.runtime.router import WorkerInfo
 from ditto.runtime.runtime import Ditto, create_ditto
-from ditto.runtime.streams import RunEnd, TaskDone
+from ditto.runtime.streams import RunEnd, TaskDone, TaskInterrupted
 from ditto.runtime.worker import Dispose, Handler, NodeSpec, WorkerDefinition, define_worker
 
 __all__ = (
@@ -23,6 +23,7 @@ __all__ = (
     "RunEnd",
     "RunResult",
     "TaskDone",
+    "TaskInterrupted",
     "WorkerDefinition",
     "WorkerHandle",
     "WorkerInfo",

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ditto.errors import InvalidInputError
 from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
 from ditto.runtime.invocation import invoke_route
@@ -277,6 +278,13 @@ class Engine:
         )
         state.check(request.plan, self.plans.remember(request.plan), run_input, principal)
         request.checkpoint = state
+        if answer is not NO_ANSWER and (state.status != "interrupted" or not state.interrupts):
+            # An answer nothing waits for would be dropped: say so instead of returning the
+            # run's old outcome as if the answer had been taken.
+            raise InvalidInputError(
+                f"checkpoint {checkpoint_id!r} is {state.status}: no interrupt waits for an "
+                "answer (resume it without one to continue or read its result)"
+            )
         if state.status == "completed":
             return stored_result(request.plan, state)
         if answer is not NO_ANSWER:

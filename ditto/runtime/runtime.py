@@ -257,7 +257,9 @@ class Ditto:
         Raises:
             DittoError: ``CHECKPOINT_NOT_FOUND``; ``CHECKPOINT_MISMATCH`` when ``plan`` is not
                 the checkpoint's plan; ``CHECKPOINT_CORRUPT`` when a digest does not match.
-            InvalidInputError: No ``plan`` given and this process has not run the checkpoint's.
+            InvalidInputError: No ``plan`` given and this process has not run the checkpoint's;
+                or an ``answer`` for a checkpoint that no interrupt keeps waiting (a completed,
+                failed or crashed run), which would otherwise be dropped.
         """
         return await self.engine.resume(
             checkpoint_id, answer, plan=plan, concurrency=concurrency, timeout=timeout

@@ -19,7 +19,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ditto.contracts.result import NodeResult
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
 from ditto.graph.builder import Graph
 from ditto.runtime.loop_runner import LoopServices, check_loop, run_loop
 from ditto.runtime.loops import LoopEvent, PlanLoop, StateLoop
@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     from ditto.runtime.results import RunResult
     from ditto.runtime.runs import ResultObserver, RunRequest
 
-__all__ = ("RunEnd", "RunStream", "StreamEvent", "StreamServices", "TaskDone")
+__all__ = (
+    "RunEnd",
+    "RunStream",
+    "StreamEvent",
+    "StreamServices",
+    "TaskDone",
+    "TaskInterrupted",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,16 @@ class TaskDone:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskInterrupted:
+    """A task of the streamed graph asks a person (it raised :class:`~ditto.errors.Interrupt`):
+    it did not fail, it waits; the run ends ``interrupted`` and ``resume`` answers it."""
+
+    task_id: str
+    payload: Any
+    """What the handler asked (the ``Interrupt`` payload)."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnd:
     """The last event: the run's :class:`~ditto.runtime.results.RunResult`, or a loop's final
     value."""
@@ -51,7 +68,7 @@ class RunEnd:
     result: Any
 
 
-StreamEvent = TaskDone | LoopEvent | RunEnd
+StreamEvent = TaskDone | TaskInterrupted | LoopEvent | RunEnd
 
 
 class StreamServices(LoopServices, Protocol):
@@ -77,8 +94,9 @@ class StreamServices(LoopServices, Protocol):
 class RunStream:
     """What :meth:`Ditto.stream` returns: enter it to start the run, iterate to watch it.
 
-    Iteration yields :class:`TaskDone` for each task of a graph in completion order (for a loop,
-    :class:`LoopEvent` for each graph starting and ending), then one :class:`RunEnd`. If the run
+    Iteration yields :class:`TaskDone` for each task of a graph in completion order
+    (:class:`TaskInterrupted` for a task that asks a person), for a loop :class:`LoopEvent` for
+    each graph starting and ending, then one :class:`RunEnd`. If the run
     raises (a binder, a loop limit), iteration raises that exception after the events that came
     before it.
     """
@@ -135,7 +153,12 @@ class RunStream:
                 request.checkpoint = await runtime.open_checkpoint(request, checkpoint)
 
             async def observe(task_id: str, result: NodeResult[Any]) -> None:
-                await self._deliver(TaskDone(task_id, result))
+                error = result.error
+                if error is not None and error.code == ErrorCode.INTERRUPTED:
+                    payload = error.details.get("payload") if error.details else None
+                    await self._deliver(TaskInterrupted(task_id, payload))
+                else:
+                    await self._deliver(TaskDone(task_id, result))
 
             async def run_graph() -> Any:
                 stored = request.checkpoint

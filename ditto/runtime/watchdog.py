@@ -87,27 +87,47 @@ class LoopWatchdog:
         while not self._stop.wait(self._interval):
             late = monotonic() - self._beat - self._interval
             if late > self.threshold and self._stalled_by is None:
-                self._stalled_by = self._culprit()
-                logger.warning(
-                    "the event loop has been blocked for %.2f s by %s; make the handler a "
-                    "plain def (runs on a thread) or declare it cpu_bound (a process)",
-                    late,
-                    self._stalled_by,
-                )
+                frame = sys._current_frames().get(self._loop_thread)
+                if frame is None or _idle(frame):
+                    # The loop waits for I/O or a timer: nothing blocks it, the process just
+                    # was not scheduled (a busy machine). Not a stall, and no handler to blame.
+                    continue
+                culprit, in_handler = self._culprit(frame)
+                self._stalled_by = culprit
+                if in_handler:
+                    logger.warning(
+                        "the event loop has been blocked for %.2f s by %s; make the handler a "
+                        "plain def (runs on a thread) or declare it cpu_bound (a process)",
+                        late,
+                        culprit,
+                    )
+                else:
+                    logger.warning(
+                        "the event loop has been blocked for %.2f s by %s", late, culprit
+                    )
 
-    def _culprit(self) -> str:
-        frame: FrameType | None = sys._current_frames().get(self._loop_thread)
+    def _culprit(self, frame: FrameType) -> tuple[str, bool]:
+        """Who holds the loop: a description, and whether it is a registered handler."""
         innermost = frame
+        where = f"{innermost.f_code.co_filename}:{innermost.f_lineno}"
         handlers = self._handlers()
-        while frame is not None:
-            described = handlers.get(frame.f_code)
+        current: FrameType | None = frame
+        while current is not None:
+            described = handlers.get(current.f_code)
             if described is not None:
-                where = f"{innermost.f_code.co_filename}:{innermost.f_lineno}" if innermost else ""
-                return f"the {described} handler {frame.f_code.co_name} (at {where})"
-            frame = frame.f_back
-        if innermost is None:
-            return "unknown code"
-        return f"code outside any handler (at {innermost.f_code.co_filename}:{innermost.f_lineno})"
+                return f"the {described} handler {current.f_code.co_name} (at {where})", True
+            current = current.f_back
+        return f"code outside any handler (at {where})", False
+
+
+def _idle(frame: FrameType) -> bool:
+    """Whether the loop thread is waiting in its selector (``select``/``poll``/``epoll``)."""
+    return frame.f_code.co_name in _WAITS and frame.f_code.co_filename.endswith(
+        ("selectors.py", "selector_events.py")
+    )
+
+
+_WAITS = frozenset({"select", "poll", "_poll", "_select"})
 
 
 def code_of(handler: Any) -> CodeType | None:

@@ -185,7 +185,7 @@ async def test_an_interrupt_is_answered_from_another_process(
     assert answered == {"status": "completed", "ok": True, "send": {"done": sent}}
     assert effects_of(effects) == Counter({"draft": 1, f"answered:{answer}": 1, sent: 1})
 
-    # Answering again changes nothing: the run is complete.
+    # Answering again is refused and changes nothing: the run is complete.
     again = child(
         "answer",
         "--checkpoint",
@@ -194,8 +194,10 @@ async def test_an_interrupt_is_answered_from_another_process(
         "approve",
         effects=effects,
         spec=store_spec,
+        check=False,
     )
-    assert again["send"] == {"done": sent}
+    assert again["returncode"] != 0
+    assert "no interrupt waits for an answer" in again["stderr"]
     assert effects_of(effects) == Counter({"draft": 1, f"answered:{answer}": 1, sent: 1})
 
 

@@ -237,15 +237,15 @@ async def test_resuming_a_completed_run_returns_its_results_without_running_anyt
         done = await runtime.resume(checkpoint_id, "ok")
         calls = Counter(desk.calls)
         again = await runtime.resume(checkpoint_id)
-        with_answer = await runtime.resume(checkpoint_id, "another answer")
+        with pytest.raises(InvalidInputError):  # an answer nothing waits for is not dropped
+            await runtime.resume(checkpoint_id, "another answer")
     assert desk.calls == calls
-    for result in (again, with_answer):
-        assert result.status == "completed"
-        assert result.checkpoint_id == checkpoint_id
-        assert outputs(result) == outputs(done)
-        assert [node.execution_id for node in result.values()] == [
-            node.execution_id for node in done.values()
-        ]
+    assert again.status == "completed"
+    assert again.checkpoint_id == checkpoint_id
+    assert outputs(again) == outputs(done)
+    assert [node.execution_id for node in again.values()] == [
+        node.execution_id for node in done.values()
+    ]
 
 
 async def test_resume_of_an_unknown_checkpoint_is_not_found() -> None:
@@ -422,3 +422,29 @@ async def test_inside_a_loop_an_interrupted_graph_is_a_result_update_sees() -> N
         assert await runtime.loop(definition, 0) == 2
     assert statuses == ["interrupted", "interrupted"]
     assert desk.calls == Counter({"a": 2, "b": 2})
+
+
+# ----------------------------------------------------------------- answers nothing waits for
+
+
+async def test_an_answer_to_a_completed_run_is_refused_not_dropped() -> None:
+    desk = Desk()
+    async with create_ditto(workers=[desk.worker()]) as runtime:
+        first = await interrupted(runtime, approval(), "bob")
+        done = await runtime.resume(first.checkpoint_id or "", "approve")
+        assert done.ok
+        with pytest.raises(InvalidInputError, match="no interrupt waits for an answer"):
+            await runtime.resume(first.checkpoint_id or "", "reject")
+        again = await runtime.resume(first.checkpoint_id or "")  # without one: its result
+    assert outputs(again) == outputs(done)
+    assert desk.calls["act"] == 1
+
+
+async def test_an_answer_to_a_checkpoint_that_was_never_interrupted_is_refused() -> None:
+    desk = Desk()
+    plain = graph("plain").node("a", "DESK.STEP", [], lambda i, d: step("a"))
+    async with create_ditto(workers=[desk.worker()]) as runtime:
+        await runtime.run(plain, checkpoint="plain-1")
+        with pytest.raises(InvalidInputError, match="is completed"):
+            await runtime.resume("plain-1", "yes", plan=plain)
+    assert desk.calls["a"] == 1

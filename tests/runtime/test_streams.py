@@ -19,11 +19,14 @@ from ditto import (
     GraphRunError,
     InvalidInputError,
     LoopEvent,
+    NodeContext,
     NodeResult,
     RunEnd,
     RunResult,
     TaskDone,
+    TaskInterrupted,
     create_ditto,
+    define_worker,
     graph,
     loop,
 )
@@ -101,6 +104,21 @@ async def test_a_failed_node_is_streamed_like_any_other_result() -> None:
     assert first.result.status == "failed"
     assert isinstance(end, RunEnd)
     assert not end.result.ok
+
+
+async def test_an_interrupted_task_is_streamed_as_waiting_not_as_failed() -> None:
+    async def ask(request: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        return {"answer": ctx.interrupt({"question": "send it?"})}
+
+    desk = define_worker("desk", {"DESK.ASK": ask})
+    plan = graph("g").node("review", "DESK.ASK", [], lambda i, d: {})
+    async with create_ditto(workers=[desk]) as runtime:
+        async with runtime.stream(plan) as stream:
+            events = [event async for event in stream]
+    asked, end = events
+    assert asked == TaskInterrupted("review", {"question": "send it?"})
+    assert isinstance(end, RunEnd)
+    assert end.result.status == "interrupted"
 
 
 @pytest.mark.parametrize(("buffer", "most_finished"), [(1, 3), (64, 50)])
