@@ -17,6 +17,7 @@ from rich.table import Table
 
 import ditto
 from ditto.app.cli.graph import graph_app
+from ditto.app.cli.logs import LogLevel, configure_logging, level_from
 from ditto.app.cli.mcp import mcp_app
 from ditto.app.cli.memory import memory_app
 from ditto.app.cli.models import models_app
@@ -56,8 +57,22 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    log_level: Annotated[
+        LogLevel | None,
+        typer.Option(
+            "--log-level",
+            envvar="DITTO_LOG_LEVEL",
+            case_sensitive=False,
+            help="Log at this level and above, to stderr (default: warning).",
+        ),
+    ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option("--verbose", "-v", count=True, help="Log more: -v info, -vv debug."),
+    ] = 0,
 ) -> None:
     """Ditto: a DAG-based worker runtime for agent memory and context."""
+    configure_logging(level_from(log_level, verbose))
 
 
 @config_app.command("check")
