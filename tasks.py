@@ -12,6 +12,8 @@ needs on first use (again only when ``pyproject.toml`` changes).
     python3 tasks.py typecheck         mypy --strict on ditto and workers
     python3 tasks.py imports           lint-imports: the layer and import contracts
     python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
+    python3 tasks.py build             dist/: the wheel, and its dependencies' wheels (extras
+                                       postgres, embeddings, mcp) for an offline install
     python3 tasks.py run SCRIPT [ARGS] run a script (an example) with the project installed
 """
 
@@ -141,6 +143,27 @@ def bench(args: Sequence[str]) -> None:
         _run(PYTHON, ROOT / "bench" / f"{name}.py")
 
 
+WHEEL_EXTRAS = ("postgres", "embeddings", "mcp")
+"""The extras whose dependencies ``build`` collects beside the wheel."""
+
+
+def build(args: Sequence[str]) -> None:
+    """dist/ditto_runtime-<version>-py3-none-any.whl and, beside it, the wheels of everything it
+    needs with ``WHEEL_EXTRAS``, so a machine without an index installs it with
+    ``pip install --no-index --find-links dist 'dist/<wheel>[mcp]'``."""
+    ensure_env()
+    dist = ROOT / "dist"
+    _say("building the wheel into dist/")
+    _run(PYTHON, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dist, ".")
+    wheel = max(dist.glob("ditto_runtime-*.whl"), key=lambda path: path.stat().st_mtime)
+    extras = ",".join(WHEEL_EXTRAS)
+    _say(f"collecting the wheels it needs with [{extras}] into dist/")
+    _run(PYTHON, "-m", "pip", "download", "--quiet", "--dest", dist, f"{wheel}[{extras}]")
+    relative = wheel.relative_to(ROOT)
+    print(f"built {relative}; install it offline with:")
+    print(f"  pip install --no-index --find-links dist '{relative}[mcp]'")
+
+
 def run_script(args: Sequence[str]) -> None:
     if not args:
         sys.exit("usage: python3 tasks.py run SCRIPT [ARGS...]")
@@ -156,6 +179,7 @@ TASKS = {
     "typecheck": typecheck,
     "imports": imports,
     "bench": bench,
+    "build": build,
     "run": run_script,
 }
 

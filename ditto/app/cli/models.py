@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors
+from ditto.extras import install_hint
 
 __all__ = ("models_app",)
 
@@ -50,12 +51,12 @@ def status() -> None:
     missing = [
         name for name in ("tokenizers", "safetensors", "threadpoolctl") if find_spec(name) is None
     ]
-    # markup=False: an install hint holds brackets ("ditto-runtime[embeddings]") that rich
+    # markup=False: an install hint may hold brackets ("ditto-runtime[embeddings]") that rich
     # would take for a style tag and drop.
     console.print(f"MiniLM weights: {folder or 'not installed'}", highlight=False, markup=False)
     if missing:
         console.print(
-            f"missing: {', '.join(missing)} (pip install 'ditto-runtime[embeddings]')",
+            f"missing: {', '.join(missing)} ({install_hint('embeddings')})",
             highlight=False,
             markup=False,
         )

