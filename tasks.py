@@ -6,7 +6,7 @@ needs on first use (again only when ``pyproject.toml`` changes).
 
     python3 tasks.py demo              run the demo (embedded defaults, no server needed)
     python3 tasks.py test [ARGS...]    ruff, mypy --strict, import contracts, then pytest (ARGS go
-                                       to pytest)
+                                       to pytest; --stress: beside two busy processes)
     python3 tasks.py lint              ruff check + ruff format --check
     python3 tasks.py format            ruff format + ruff check --fix
     python3 tasks.py typecheck         mypy --strict on ditto and workers
@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import venv
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,12 +124,33 @@ def imports(args: Sequence[str] = ()) -> None:
     _run(BIN / "lint-imports", "--no-cache")
 
 
+STRESS_HOGS = 2
+"""Busy processes ``test --stress`` runs beside the suite: on this project's 2-CPU machines,
+as many as there are cores, so every test also passes on a loaded machine."""
+
+
 def test(args: Sequence[str]) -> None:
+    stress = "--stress" in args
+    args = [arg for arg in args if arg != "--stress"]
     lint()
     typecheck()
     imports()
-    _say("pytest")
-    _run(PYTHON, "-m", "pytest", *args)
+    if not stress:
+        _say("pytest")
+        _run(PYTHON, "-m", "pytest", *args)
+        return
+    _say(f"pytest beside {STRESS_HOGS} busy processes (--stress)")
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(STRESS_HOGS)
+    ]
+    started = time.monotonic()
+    try:
+        _run(PYTHON, "-m", "pytest", *args)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        _say(f"pytest took {time.monotonic() - started:.0f} s under load")
 
 
 def bench(args: Sequence[str]) -> None:
