@@ -26,13 +26,14 @@ from rich.markup import escape
 
 from ditto.app.cli.memory_common import ConfigOption
 from ditto.app.cli.output import EXIT_STORE, EXIT_USAGE, errors, fail_usage, settings_or_exit
-from ditto.errors import DittoError, ErrorCode
+from ditto.errors import ConfigError, DittoError, ErrorCode
 from ditto.graph import Graph, pictures
 
 if TYPE_CHECKING:
     from ditto.app.config import Settings
     from ditto.contracts.result import NodeResult
     from ditto.runtime.results import RunResult
+    from ditto.runtime.worker import WorkerDefinition
 
 __all__ = ("EXIT_RUN_FAILED", "PictureFormat", "graph_app", "load_graph")
 
@@ -84,12 +85,22 @@ def show(
         str | None,
         typer.Option("--input", help="With --run: the run input as JSON (default null)."),
     ] = None,
+    workers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--worker",
+            metavar="MODULE:ATTR",
+            help="With --run: also register this worker (repeatable), e.g. myapp.workers:weather.",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Print a picture of a graph: Mermaid (default), Graphviz DOT or a text summary of its
     shape. With --run, run it first and show each task's status and duration."""
     if run_input is not None and not run:
         fail_usage("--input is the run's input: pass --run too")
+    if workers and not run:
+        fail_usage("--worker registers a worker for the run: pass --run too")
     value: Any = None
     if run_input is not None:
         try:
@@ -102,7 +113,7 @@ def show(
         return
 
     settings = settings_or_exit(config)
-    result, stopped = _run(plan, value, settings)
+    result, stopped = _run(plan, value, settings, _workers(workers or []))
     typer.echo(_picture(plan, picture, result), nl=False)
     if stopped is not None:
         _fail(stopped, EXIT_RUN_FAILED)
@@ -155,16 +166,35 @@ def load_graph(target: str) -> Graph:
     return found
 
 
-def _run(plan: Graph, value: Any, settings: Settings) -> tuple[RunResult, DittoError | None]:
-    """Run ``plan`` on a runtime over the configured stores: the result, and the error that
+def _workers(targets: list[str]) -> list[WorkerDefinition]:
+    """The ``--worker`` definitions; a bad one is printed on one line and exits 2."""
+    from ditto.app.serve.worker import load_worker
+
+    try:
+        return [load_worker(target) for target in targets]
+    except ConfigError as exc:
+        fail_usage(exc.message.replace("--worker ", "--worker: ", 1))
+
+
+def _run(
+    plan: Graph, value: Any, settings: Settings, workers: list[WorkerDefinition]
+) -> tuple[RunResult, DittoError | None]:
+    """Run ``plan`` on a runtime with ``workers`` and, when the plan uses them, the configured
+    MEMORY and CONTEXT workers (only then is a store opened): the result, and the error that
     stopped the run early (a binder raised), if one did."""
     import anyio
 
     from ditto.app.bootstrap import open_runtime
     from ditto.runtime.results import GraphRunError
 
+    node_types = plan.compile().node_types
+    memory = any(node_type.startswith("MEMORY.") for node_type in node_types)
+    context = any(node_type.startswith("CONTEXT.") for node_type in node_types)
+
     async def main() -> tuple[RunResult, DittoError | None]:
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(
+            settings, workers=workers, memory=memory, context=context
+        ) as runtime:
             try:
                 return await runtime.run(plan, value), None
             except GraphRunError as exc:

@@ -16,7 +16,7 @@ from tests.graph.test_pictures import parse_dot, parse_mermaid
 MODULE = "ditto_cli_test_graphs"
 
 SOURCE = """
-from ditto import graph
+from ditto import define_worker, graph
 
 
 def write(run_input, deps):
@@ -62,6 +62,13 @@ def needs_an_argument(name):
 
 def raises():
     raise RuntimeError("no graph today")
+
+
+async def probe_work(value, ctx):
+    return {"done": True}
+
+
+probe_worker = define_worker("probe", {"PROBE.WORK": probe_work})
 """
 
 
@@ -202,6 +209,41 @@ def test_a_binder_that_raises_draws_the_partial_run_and_exits_1(project: Path) -
     assert completed.stderr.startswith("GRAPH_RUN_FAILED: ")
     assert "'bad'" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_run_registers_a_worker_named_on_the_command_line(project: Path) -> None:
+    (project / "ditto.yaml").unlink()  # no configuration: MEMORY would use ./memory.sqlite
+    completed = invoke_cli(
+        "graph",
+        "show",
+        f"{MODULE}:unknown",
+        "--run",
+        "--worker",
+        f"{MODULE}:probe_worker",
+        "--format",
+        "text",
+        cwd=project,
+    )
+    assert completed.exit_code == 0, completed.stderr
+    assert "probe" in completed.stdout
+    # The plan uses no MEMORY node: no memory store was opened, nothing created here.
+    assert sorted(path.name for path in project.iterdir() if "sqlite" in path.name) == []
+
+
+def test_a_worker_option_without_run_is_a_usage_error(project: Path) -> None:
+    completed = invoke_cli(
+        "graph", "show", f"{MODULE}:unknown", "--worker", f"{MODULE}:probe_worker", cwd=project
+    )
+    assert completed.exit_code == 2
+    assert "--worker" in completed.stderr
+
+
+def test_a_worker_that_is_not_one_is_a_usage_error(project: Path) -> None:
+    completed = invoke_cli(
+        "graph", "show", f"{MODULE}:unknown", "--run", "--worker", f"{MODULE}:recall", cwd=project
+    )
+    assert completed.exit_code == 2
+    assert "not a worker definition" in completed.stderr
 
 
 def test_a_node_type_no_worker_runs_exits_2(project: Path) -> None:
