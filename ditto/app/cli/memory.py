@@ -30,7 +30,8 @@ from ditto.app.cli.memory_common import (
     print_json,
 )
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
-from ditto.app.cli.memory_transfer import export, import_records
+from ditto.app.cli.memory_import import import_records
+from ditto.app.cli.memory_transfer import export
 from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
 from ditto.app.config import Settings
 
@@ -208,10 +209,18 @@ def _hits_table(hits: list[Any], explain: bool = False) -> Table:
             escape(preview(item)),
         ]
         if explain:
-            why = hit.explain or {}
-            row.append(escape(", ".join(f"{name}={value}" for name, value in why.items())))
+            row.append(escape(_why(hit.explain or {})))
         table.add_row(*row)
     return table
+
+
+def _why(explain: dict[str, Any]) -> str:
+    """One fact per line, in words a narrow terminal can wrap between (``keyword score:
+    0.5798``), never inside a token such as ``keyword_score=0.5797876389294174``."""
+    return "\n".join(
+        f"{name.replace('_', ' ')}: {f'{value:.4g}' if isinstance(value, float) else value}"
+        for name, value in explain.items()
+    )
 
 
 @memory_app.command("stats")
@@ -341,29 +350,29 @@ def history(
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Every change of a record, oldest first — also after it was deleted (exit 1: none)."""
+    """Every change of a record, oldest first — also after it was deleted, by id or by key
+    (a key a deleted record freed and a new record took names both; exit 1: none)."""
     settings = settings_or_exit(config)
 
     from workers.memory.ports import HistoryLog, require
 
     async def read(store: MemoryStore) -> list[Any]:
-        found = await store.get([], [ref], namespace)
-        return await require(store, HistoryLog).history(found[0].id if found else ref)
+        log = require(store, HistoryLog)
+        return await log.key_history(namespace, ref) or await log.history(ref)
 
     entries = on_store(settings, read, reading=True)
     if as_json:
         print_json(entries)
     else:
         table = Table(title=f"history of {escape(ref)}")
-        for column in ("version", "change", "at", "content"):
+        several = len({entry.id for entry in entries}) > 1
+        columns = ("id",) * several + ("version", "change", "at", "content")
+        for column in columns:
             table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
         for entry in entries:
-            table.add_row(
-                str(entry.version),
-                entry.change,
-                f"{entry.at:%Y-%m-%d %H:%M:%S}",
-                escape(preview(entry.record)),
-            )
+            cells = [str(entry.version), entry.change, f"{entry.at:%Y-%m-%d %H:%M:%S}"]
+            cells.append(escape(preview(entry.record)))
+            table.add_row(*([escape(entry.id)] if several else []), *cells)
         console.print(table)
     if not entries:
         errors.print("no history for this record")
