@@ -16,7 +16,10 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from ditto.errors import InvalidInputError
+from ditto.runtime.checkpoints.envelope import plain_json
 from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
 from ditto.runtime.invocation import invoke_route
@@ -266,6 +269,8 @@ class Engine:
     ) -> RunResult:
         """``Ditto.resume``."""
         self.life.check_open()
+        if answer is not NO_ANSWER:  # an answer may come back in another process: plain JSON
+            await anyio.to_thread.run_sync(plain_json, answer, "the answer to an interrupt")
         state = GraphCheckpoint(self.checkpoints, checkpoint_id)
         await state.load_existing(self.registry.contracts)
         run_input, principal = state.run_input, state.principal

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio.to_thread
+
 from ditto.contracts.result import NodeResult
 from ditto.errors import ErrorCode, InvalidInputError
 from ditto.graph.builder import Graph
@@ -215,8 +217,8 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
             interrupts.append(InterruptInfo(task.id, payload))
 
     if interrupts:
-        for info in interrupts:
-            plain_json(info.payload, f"the interrupt payload of task {info.task_id!r}")
+        # Before anything is checkpointed, and off the event loop (a payload may be large).
+        await anyio.to_thread.run_sync(_check_payloads, interrupts)
         if checkpoint is None:
             # Nothing was recorded during the run: record everything that finished now, so
             # `resume` has what it needs.
@@ -248,6 +250,11 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
         task_id, cause = failure
         raise GraphRunError(task_id, cause, outcome) from cause
     return outcome
+
+
+def _check_payloads(interrupts: list[InterruptInfo]) -> None:
+    for info in interrupts:
+        plain_json(info.payload, f"the interrupt payload of task {info.task_id!r}")
 
 
 def _after(

@@ -65,6 +65,10 @@ def canonical(value: Any) -> bytes:
     """
     try:
         return msgspec.json.encode(value, order="sorted")
+    except RecursionError:
+        raise InvalidInputError(
+            "checkpointed values must be plain JSON data: it is nested too deeply"
+        ) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError(
             f"checkpointed values must be plain JSON data: {type(exc).__name__}: {exc}"
@@ -78,8 +82,14 @@ def plain_json(value: Any, what: str) -> bytes:
     Raises:
         InvalidInputError: ``value`` would not come back equal.
     """
-    encoded = canonical(value)
-    if msgspec.json.decode(encoded) != value:
+    try:
+        encoded = canonical(value)
+        same = msgspec.json.decode(encoded) == value
+    except RecursionError:
+        raise InvalidInputError(
+            f"{what} is nested too deeply to be checkpointed (keep it under a few hundred levels)"
+        ) from None
+    if not same:
         raise InvalidInputError(
             f"{what} must be plain JSON data (dicts with string keys, lists, strings, numbers, "
             "booleans, None) to be checkpointed: it would come back changed"

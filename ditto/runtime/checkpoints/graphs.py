@@ -20,15 +20,18 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio.to_thread
 import msgspec
 
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.runtime.checkpoints.envelope import (
     canonical,
+    corrupt,
     digest,
     open_envelope,
     open_record,
+    plain_json,
     seal_envelope,
     seal_record,
 )
@@ -65,6 +68,7 @@ class GraphCheckpoint:
 
     __slots__ = (
         "_decoders",
+        "_recorded",
         "_version",
         "finished",
         "id",
@@ -91,6 +95,7 @@ class GraphCheckpoint:
         self.principal: str | None = None
         self._version = 0
         self._decoders: dict[str, msgspec.json.Decoder[Any]] = {}
+        self._recorded: set[str] = set()
 
     async def load(self, contracts: NodeTypeRegistry) -> bool:
         """Read the checkpoint if it exists (True), checking every digest.
@@ -113,6 +118,10 @@ class GraphCheckpoint:
             payload = open_record(self.id, key, value)
             node_type = msgspec.json.decode(payload, type=_NodeOnly).node
             self.finished[key] = self._decoder(node_type, contracts).decode(payload)
+        missing = sorted(set(self.state.get("recorded", ())) - self.finished.keys())
+        if missing:
+            raise corrupt(f"checkpoint {self.id!r} has lost the record of task {missing[0]!r}")
+        self._recorded = set(self.finished)
         return True
 
     def _decoder(self, node_type: str, contracts: NodeTypeRegistry) -> msgspec.json.Decoder[Any]:
@@ -159,15 +168,18 @@ class GraphCheckpoint:
         self, scope: str, digest_of_plan: str, run_input: Any, principal: str | None
     ) -> None:
         """Write the envelope of a new run (status ``running``)."""
+        # Off the event loop: an input may be large, and encoding it holds the loop.
+        encoded = await anyio.to_thread.run_sync(plain_json, run_input, "a checkpointed run input")
         self.run_input = run_input
         self.principal = principal
         self.state = {
             "scope": scope,
             "plan": digest_of_plan,
-            "input": msgspec.json.decode(canonical(run_input)),
+            "input": msgspec.json.decode(encoded),
             "principal": principal,
             "status": "running",
             "interrupts": [],
+            "recorded": [],
         }
         await self._save(scope)
 
@@ -176,6 +188,7 @@ class GraphCheckpoint:
         await self.store.append(
             self.id, [(task_id, seal_record(self.id, task_id, _encode(result)))]
         )
+        self._recorded.add(task_id)
 
     async def record_all(self, results: Mapping[str, NodeResult[Any]]) -> None:
         """Append many finished tasks at once (an interrupted run without a checkpoint)."""
@@ -187,6 +200,7 @@ class GraphCheckpoint:
                     for task_id, result in results.items()
                 ],
             )
+            self._recorded.update(results)
 
     async def end(self, status: RunStatus, interrupts: list[dict[str, Any]]) -> None:
         """Write the envelope again with the run's outcome."""
@@ -195,13 +209,25 @@ class GraphCheckpoint:
         self.state = {
             **self.state,
             "status": status,
-            "interrupts": msgspec.json.decode(canonical(interrupts)),
+            "interrupts": interrupts,
+            # Every task recorded so far: a record missing later is seen, not taken for a
+            # task that never ran.
+            "recorded": sorted(self._recorded),
         }
         await self._save(self.state["scope"])
 
     async def _save(self, scope: str) -> None:
         self._version += 1
-        await self.store.save(self.id, scope, seal_envelope(scope, self._version, self.state))
+        # Off the event loop: interrupt payloads and inputs may be large (100 MB held the loop
+        # for seconds), and plain_json refuses what would not come back equal.
+        sealed = await anyio.to_thread.run_sync(_seal, scope, self._version, self.state)
+        await self.store.save(self.id, scope, sealed)
+
+
+def _seal(scope: str, version: int, state: dict[str, Any]) -> bytes:
+    """The envelope, after checking its state is plain JSON (it must come back equal)."""
+    plain_json(state, "a checkpoint's state (its input and interrupt payloads)")
+    return seal_envelope(scope, version, state)
 
 
 class KnownPlans:
