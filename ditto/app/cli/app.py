@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import ditto
+from ditto.app.cli.checkpoints import checkpoints_app
 from ditto.app.cli.graph import graph_app
 from ditto.app.cli.logs import LogLevel, configure_logging, level_from
 from ditto.app.cli.mcp import mcp_app
@@ -43,6 +44,7 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(graph_app, name="graph")
 app.add_typer(models_app, name="models")
 app.add_typer(worker_app, name="worker")
+app.add_typer(checkpoints_app, name="checkpoints")
 
 
 def _version(value: bool) -> None:

@@ -14,6 +14,7 @@ from ditto.runtime.checkpoints.port import (
     CheckpointStore,
     StoredCheckpoint,
 )
+from ditto.runtime.checkpoints.prune import prune_checkpoints
 
 __all__ = (
     "CheckpointError",
@@ -21,4 +22,5 @@ __all__ = (
     "CheckpointStore",
     "InProcessCheckpointStore",
     "StoredCheckpoint",
+    "prune_checkpoints",
 )
