@@ -74,6 +74,8 @@ class ErrorCode(StrEnum):
     """A handler raised an unexpected exception; details are in the log, not in the result."""
     RUNTIME_CLOSED = "RUNTIME_CLOSED"
     """The runtime is closing or closed and accepts no new work."""
+    OPENED_IN_PARENT = "OPENED_IN_PARENT"
+    """A ``Memory`` was used in a forked child: opened in the parent, it must be opened anew."""
     WORKER_CLEANUP_FAILED = "WORKER_CLEANUP_FAILED"
     """One or more worker ``dispose`` callbacks failed during ``close()``."""
     INVALID_CONFIG = "INVALID_CONFIG"
@@ -96,8 +98,7 @@ class ErrorCode(StrEnum):
     """A checkpoint's digest does not match its content (edited, truncated or tampered with), or
     the store holds data under its keys that it did not write or cannot read."""
     CHECKPOINT_STORE_UNAVAILABLE = "CHECKPOINT_STORE_UNAVAILABLE"
-    """The checkpoint store could not be reached or failed (retryable), or it is closed (not
-    retryable)."""
+    """The checkpoint store is unreachable or failed (retryable), or is closed (not retryable)."""
     # ----------------------------------------------------------------- remote workers
     TRANSPORT_UNAVAILABLE = "TRANSPORT_UNAVAILABLE"
     """The transport to remote workers (Redis) cannot be reached or failed (retryable)."""

@@ -50,7 +50,9 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
             never created, and one that cannot be written is opened read-only.
 
     Raises:
-        MemoryStoreError: ``STORE_UNAVAILABLE`` (``existing``): there is no SQLite file.
+        MemoryStoreError: ``STORE_UNAVAILABLE``: there is no SQLite file (``existing``), or
+            the postgres backend without the ``postgres`` extra (the message names the
+            install command).
     """
     from workers.memory import (
         InProcessMemoryStore,
@@ -62,10 +64,10 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
     if memory.backend == "inprocess":
         return InProcessMemoryStore()
     if memory.backend == "postgres":
-        from workers.memory.stores.postgres import PostgresMemoryStore
+        from ditto.app.memory_setup import postgres_store_type
 
         assert memory.postgres_url is not None  # the settings refuse postgres without a URL
-        return PostgresMemoryStore.from_url(
+        return postgres_store_type().from_url(
             memory.postgres_url.get_secret_value(),
             schema=memory.postgres_schema,
             pool_size=memory.postgres_pool_size,

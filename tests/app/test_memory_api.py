@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ditto import AsyncMemory, InvalidInputError, Memory
+from ditto import AsyncMemory, ConfigError, InvalidInputError, Memory, NodeFailedError
 
 
 def test_remember_search_get_list_and_forget(tmp_path: Path) -> None:
@@ -58,5 +58,43 @@ async def test_async_memory_with_an_embedder(tmp_path: Path) -> None:
         assert [hit.memory.key for hit in hits] == ["machine"]
         assert hits[0].explain is None
         assert m.runtime is not None  # the runtime underneath, for graphs and tools
-    with pytest.raises(InvalidInputError):
-        AsyncMemory(tmp_path / "x.sqlite", embedder="nope")._build_embedder()  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'none', 'hashing', 'minilm'"):
+        AsyncMemory(tmp_path / "x.sqlite", embedder="nope")  # type: ignore[arg-type]
+
+
+def test_records_are_named_by_id_or_key(tmp_path: Path) -> None:
+    with Memory(tmp_path / "memory.sqlite") as m:
+        item = m.add("the build uses uv", tags=["tools", "python"], category="project")
+        m.add("keyed", key="style", tags=["tools"])
+        assert m.get(item.id) == item  # an id, as add returned it
+        changed = m.update(item.id, "the build uses uv and ruff", tags=["tools"])
+        assert (changed.id, changed.version) == (item.id, 2)
+        assert changed.content == "the build uses uv and ruff"
+        assert m.update("style", pinned=True).pinned is True  # a key works too
+        assert [entry.change for entry in m.history(item.id)] == ["create", "update"]
+        assert [r.key for r in m.get_all(tags=["tools"])] == [None, "style"]
+        assert [r.id for r in m.list(category="project", tags=["tools"])] == [item.id]
+        assert m.get_all(tags=["python"]) == []  # the update replaced the tags
+        assert m.get(item.id, namespace="elsewhere") is None  # an id stays in its namespace
+        assert m.forget(item.id) is True
+        assert m.get(item.id) is None
+        assert m.delete("style") is True  # mem0's name
+        assert m.forget(item.id) is False
+        assert [entry.change for entry in m.history(item.id)] == ["create", "update", "delete"]
+        # A deleted record's history is found by its key too (the id is hard to come by then).
+        assert [entry.change for entry in m.history("style")] == ["create", "update", "delete"]
+        assert m.history("never-held") == []
+        with pytest.raises(NodeFailedError) as missing:
+            m.update(item.id, "gone")
+        assert missing.value.code == "NOT_FOUND"
+
+
+@pytest.mark.anyio
+async def test_async_memory_names_records_by_id(tmp_path: Path) -> None:
+    async with AsyncMemory(tmp_path / "memory.sqlite") as m:
+        item = await m.add("no key")
+        assert (await m.update(item.id, "still no key")).content == "still no key"
+        assert [entry.version for entry in await m.history(item.id)] == [1, 2]
+        assert [r.id for r in await m.get_all()] == [item.id]
+        assert await m.delete(item.id) is True
+        assert await m.get(item.id) is None

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
@@ -146,17 +147,18 @@ class _RateColumn(ProgressColumn):
         return Text(shown, style="progress.data.speed")
 
 
-def progress_bar(rate: str | None = None) -> Progress:
+def progress_bar(rate: str | None = None, *, in_bytes: bool = False) -> Progress:
     """A progress bar on standard error (standard output may carry the data), with a count
     and the time left; it disappears when done.
 
     Args:
         rate: The unit counted (``"records"``): adds a column with how many go by per second.
+        in_bytes: The count is bytes, shown in human units (``1.2/3.4 MB``).
     """
     columns: list[ProgressColumn] = [
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        DownloadColumn() if in_bytes else MofNCompleteColumn(),
         TaskProgressColumn(),
     ]
     if rate is not None:

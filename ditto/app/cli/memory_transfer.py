@@ -1,9 +1,11 @@
-"""``ditto memory export`` and ``import``: every record (and optionally its history) as JSON
-lines, streamed both ways so memory use stays flat however many records there are.
+"""``ditto memory export``: every record (and optionally the whole history, deleted records'
+included) as JSON lines, streamed so memory use stays flat however many records there are.
 
-Lines: ``{"type": "record", "record": {...}}`` and ``{"type": "history", "entry": {...}}``.
-An import restores records exactly (ids, timestamps, versions, usage, governance fields) and
-appends history entries it does not hold yet, so importing the same file twice changes nothing.
+Lines: ``{"type": "record", "record": {...}}``, then with ``--history`` every
+``{"type": "history", "entry": {...}}`` in the order the store logged them. ``ditto memory
+import`` (``memory_import``) restores records exactly (ids, timestamps, versions, usage,
+governance fields) and appends history entries it does not hold yet, so export, import into an
+empty store and export again gives the same file.
 """
 
 from __future__ import annotations
@@ -23,15 +25,13 @@ from rich.markup import escape
 from ditto.app.cli.memory_common import ConfigOption, NamespaceOption, on_store, progress_bar
 from ditto.app.cli.output import EXIT_STORE, errors, fail_usage, settings_or_exit
 from ditto.app.config import Settings
-from ditto.errors import DittoError
 
 if TYPE_CHECKING:
     from workers.memory.ports import MemoryStore
 
-__all__ = ("export", "import_records")
+__all__ = ("export",)
 
 _EXPORT_PAGE = 1000
-_IMPORT_BATCH = 500
 
 
 def export(
@@ -41,14 +41,16 @@ def export(
     ] = None,
     namespace: NamespaceOption = None,
     with_history: Annotated[
-        bool, typer.Option("--history", help="Also write each record's history.")
+        bool,
+        typer.Option("--history", help="Also write the history, deleted records' included."),
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Write every record, archived ones included (and optionally each record's history), as
-    JSON lines, page by page. A file is written beside its target and renamed into place when
-    complete: a failed export leaves no half file, and never touches the store."""
+    """Write every record, archived ones included (and optionally the whole history, deleted
+    records' too), as JSON lines, page by page. A file is written beside its target and
+    renamed into place when complete: a failed export leaves no half file, and never touches
+    the store."""
     from workers.memory import MemoryFilter
     from workers.memory.ports import HistoryLog, require
 
@@ -60,7 +62,7 @@ def export(
     buffer = bytearray()
     everything = MemoryFilter(namespace=namespace, archived="include")
 
-    async def run(store: MemoryStore) -> int:
+    async def run(store: MemoryStore) -> tuple[int, int]:
         with _output(target) as out, progress_bar() as progress:
             task = progress.add_task("exporting", total=await store.count(everything))
             count = 0
@@ -68,18 +70,27 @@ def export(
                 for item in page:
                     encoder.encode_into({"type": "record", "record": item}, buffer, -1)
                     buffer.extend(b"\n")
-                    if with_history:
-                        for entry in await require(store, HistoryLog).history(item.id):
-                            encoder.encode_into({"type": "history", "entry": entry}, buffer, -1)
-                            buffer.extend(b"\n")
                 out.write(buffer)  # one write per page: flat memory, few system calls
                 buffer.clear()
                 count += len(page)
                 progress.update(task, completed=count)
-            return count
+            entries = 0
+            if with_history:
+                log = require(store, HistoryLog)
+                task = progress.add_task("history", total=None)
+                async for entries_page in log.history_pages(namespace=namespace, size=_EXPORT_PAGE):
+                    for entry in entries_page:
+                        encoder.encode_into({"type": "history", "entry": entry}, buffer, -1)
+                        buffer.extend(b"\n")
+                    out.write(buffer)
+                    buffer.clear()
+                    entries += len(entries_page)
+                    progress.update(task, completed=entries)
+            return count, entries
 
-    count = on_store(settings, run, reading=True)
-    errors.print(f"exported {count} records", highlight=False)
+    count, entries = on_store(settings, run, reading=True)
+    extra = f" and {entries} history entries" if with_history else ""
+    errors.print(f"exported {count} records{extra}", highlight=False)
 
 
 def _export_target(path: Path, settings: Settings, force: bool) -> Path:
@@ -129,105 +140,8 @@ def _output(target: Path | None) -> Iterator[IO[bytes]]:
         raise
 
 
-@contextmanager
-def _input(source: Path | None) -> Iterator[IO[bytes]]:
-    if source is None:
-        yield sys.stdin.buffer
-        return
-    with source.open("rb") as lines:
-        yield lines
-
-
 def _write_failed(target: Path, exc: OSError) -> typer.Exit:
     """Exit 3: the export could not be written (a full disk, an I/O error); nothing was left
     at ``target``."""
     errors.print(f"writing {escape(str(target))} failed: {exc.strerror or type(exc).__name__}")
     return typer.Exit(EXIT_STORE)
-
-
-def import_records(
-    file: Annotated[
-        str,
-        typer.Argument(help="JSONL written by `ditto memory export`; - reads standard input."),
-    ],
-    config: ConfigOption = None,
-) -> None:
-    """Restore records (and history lines) from an export, in batches. Importing the same file
-    twice changes nothing; a bad line stops the import and says how much was stored before it
-    (import the fixed file again: nothing is stored twice)."""
-    from workers.memory import HistoryEntry, MemoryItem
-    from workers.memory.model.contracts import ExportLine
-    from workers.memory.model.validation import check_record
-    from workers.memory.ports import HistoryLog, RecordImport, require
-
-    settings = settings_or_exit(config)
-    source = None if file == "-" else Path(file).expanduser()
-    if source is not None and not source.is_file():
-        fail_usage(f"no such file: {source}")
-    decoder = msgspec.json.Decoder(ExportLine)
-
-    async def run(store: MemoryStore) -> tuple[int, int]:
-        records, entries = 0, 0
-        batch: list[MemoryItem] = []
-        history: list[HistoryEntry] = []
-
-        async def store_batches() -> None:
-            nonlocal records, entries, batch, history
-            if batch:  # records first: a history line may follow its record in the batch
-                records += await require(store, RecordImport).restore(batch)
-                batch = []
-            if history:
-                entries += await require(store, HistoryLog).restore_history(history)
-                history = []
-
-        with progress_bar() as progress, _input(source) as lines:
-            size = None if source is None else source.stat().st_size
-            task = progress.add_task("importing", total=size)
-            read = 0
-            for number, line in enumerate(lines, start=1):
-                read += len(line)
-                if not line.strip():
-                    continue
-                try:
-                    parsed = decoder.decode(line)
-                    if parsed.record is not None:
-                        check_record(parsed.record)
-                    if parsed.entry is not None:
-                        check_record(parsed.entry)
-                except (
-                    msgspec.DecodeError,
-                    msgspec.ValidationError,
-                    DittoError,
-                    RecursionError,
-                ) as exc:
-                    reason = (
-                        exc.message
-                        if isinstance(exc, DittoError)
-                        else "nested too deeply"
-                        if isinstance(exc, RecursionError)
-                        else str(exc)
-                    )
-                    done = f"{records} records and {entries} history entries were imported"
-                    raise DittoError(
-                        f"line {number}: {reason} ({done} before it)", code="INVALID_INPUT"
-                    ) from None
-                if parsed.type == "record" and parsed.record is not None:
-                    batch.append(parsed.record)
-                elif parsed.type == "history" and parsed.entry is not None:
-                    history.append(parsed.entry)
-                else:
-                    raise DittoError(
-                        f"line {number}: a {parsed.type} line needs its "
-                        f"{'record' if parsed.type == 'record' else 'entry'}",
-                        code="INVALID_INPUT",
-                    )
-                if len(batch) + len(history) >= _IMPORT_BATCH:
-                    await store_batches()
-                    progress.update(task, completed=read)
-            await store_batches()
-            progress.update(task, completed=read)
-        return records, entries
-
-    records, entries = on_store(settings, run)
-    extra = f" and {entries} history entries" if entries else ""
-    errors.print(f"imported {records} records{extra}", highlight=False)

@@ -51,7 +51,7 @@ def test_import_refuses_a_timestamp_outside_the_calendar(field: str, tmp_path: P
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith("INVALID_INPUT: line 2: ")
     assert field in error
-    assert "0 records and 0 history entries were imported before it" in error
+    assert "nothing was imported" in error
     stats = CliRunner().invoke(app, ["memory", "stats", "--json", "--config", str(config)])
     assert json.loads(stats.stdout)["records"] == 1  # the store still reads, unchanged
 

@@ -16,6 +16,7 @@ from workers.memory import (
     MemoryDraft,
     MemoryFilter,
     MemoryStoreError,
+    OrderBy,
     SqliteMemoryStore,
     create_memory_worker,
 )
@@ -151,3 +152,38 @@ async def test_a_read_only_store_is_never_created(tmp_path: Path) -> None:
     code, _, _ = await query_code(path, read_only=True)
     assert code == "STORE_UNAVAILABLE"
     assert not path.exists()
+
+
+@pytest.mark.parametrize("change", ["unlinked", "moved", "replaced"])
+async def test_a_file_that_vanished_while_open_fails_every_call(
+    tmp_path: Path, change: str
+) -> None:
+    path = tmp_path / "m.sqlite"
+    async with SqliteMemoryStore(path) as store:
+        (kept,) = await store.write([MemoryDraft(content="kept", key="k")], "create")
+        if change == "moved":
+            path.rename(tmp_path / "elsewhere.sqlite")
+        else:
+            path.unlink()
+            if change == "replaced":
+                await fill_store(path, 1)  # another store now lives at the path
+        calls = {
+            "write": lambda: store.write([MemoryDraft(content="lost")], "create"),
+            "delete": lambda: store.delete([kept.id]),
+            "get": lambda: store.get([kept.id], [], "default"),
+            "query": lambda: store.query(MemoryFilter(), OrderBy(), 10, None),
+        }
+        for name, call in calls.items():
+            with pytest.raises(MemoryStoreError) as failure:
+                await call()
+            assert failure.value.code == ErrorCode.STORE_UNAVAILABLE, name
+            assert str(path) in failure.value.message
+
+
+async def test_without_create_folder_a_missing_folder_is_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "m.sqlite"
+    with pytest.raises(MemoryStoreError) as failure:
+        async with SqliteMemoryStore(path, create_folder=False):
+            pass
+    assert failure.value.code == ErrorCode.STORE_UNAVAILABLE
+    assert not path.parent.exists()

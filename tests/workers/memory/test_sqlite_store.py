@@ -236,9 +236,9 @@ async def test_writes_queued_together_commit_together_each_with_its_own_outcome(
             raise OSError("disk full")
         return real_row(item)
 
-    def counted(connection, group, usage, careful, busy_timeout_s):  # type: ignore[no-untyped-def]
+    def counted(connection, group, *rest):  # type: ignore[no-untyped-def]
         groups.append(len(group))
-        return real_attempt(connection, group, usage, careful, busy_timeout_s)
+        return real_attempt(connection, group, *rest)
 
     monkeypatch.setattr(sqlite_module, "fts_row", gated)
     monkeypatch.setattr(commits, "_attempt", counted)

@@ -55,6 +55,45 @@ async def test_refused_batches_leave_no_history(memory: MemoryHarness) -> None:
     assert [entry.change for entry in await memory.store.history(item.id)] == ["create"]
 
 
+async def test_key_history_finds_deleted_records_and_every_holder_of_the_key(
+    memory: MemoryHarness,
+) -> None:
+    (first,) = await memory.write({"key": "plan", "content": "v1", "namespace": "ops"})
+    await memory.write({"key": "plan", "content": "elsewhere", "namespace": "other"})
+    await memory.ok("MEMORY.UPDATE", {"updates": [{"id": first.id, "content": "v2"}]})
+    await memory.ok("MEMORY.DELETE", {"ids": [first.id]})
+    (second,) = await memory.write({"key": "plan", "content": "anew", "namespace": "ops"})
+    history = await memory.store.key_history("ops", "plan")
+    assert [(entry.id, entry.change, entry.record.content) for entry in history] == [
+        (first.id, "create", "v1"),
+        (first.id, "update", "v2"),
+        (first.id, "delete", "v2"),
+        (second.id, "create", "anew"),
+    ]
+    assert await memory.store.key_history("ops", "never") == []
+    assert await memory.store.key_history("nowhere", "plan") == []
+
+
+async def test_history_pages_hold_every_entry_once_deleted_records_included(
+    memory: MemoryHarness,
+) -> None:
+    (gone,) = await memory.write({"key": "gone", "content": 1, "namespace": "ops"})
+    await memory.ok("MEMORY.DELETE", {"ids": [gone.id]})
+    for n in range(4):
+        await memory.write({"key": f"k{n}", "content": n, "namespace": "ops" if n % 2 else "x"})
+    pages = [page async for page in memory.store.history_pages(size=2)]
+    assert [len(page) for page in pages] == [2, 2, 2]
+    everything = [entry for page in pages for entry in page]
+    assert sorted((e.record.key, e.change) for e in everything) == sorted(
+        [("gone", "create"), ("gone", "delete")] + [(f"k{n}", "create") for n in range(4)]
+    )
+    ops = [entry async for page in memory.store.history_pages(namespace="ops") for entry in page]
+    assert sorted(entry.record.key or "" for entry in ops) == ["gone", "gone", "k1", "k3"]
+    page, after = await memory.store.history_page(0, 10)
+    assert len(page) == 6
+    assert await memory.store.history_page(after, 10) == ([], after)
+
+
 # ------------------------------------------------------------------------------------- restore
 
 

@@ -21,6 +21,29 @@ class InProcessLogs(InProcessState):
     async def history(self, id: str) -> list[HistoryEntry]:
         return [clone_entry(entry) for entry in self._history.get(id, [])]
 
+    async def history_page(
+        self, after: int, limit: int, *, namespace: str | None = None, key: str | None = None
+    ) -> tuple[list[HistoryEntry], int]:
+        # No global log here: positions count entries record by record (first-seen order).
+        held = {
+            id
+            for id, log in self._history.items()
+            if key is not None
+            and any(e.record.key == key and namespace in (None, e.record.namespace) for e in log)
+        }
+        page: list[HistoryEntry] = []
+        position = 0
+        for id, log in self._history.items():
+            for entry in log:
+                position += 1
+                if position <= after or (key is not None and id not in held):
+                    continue
+                if namespace is None or entry.record.namespace == namespace:
+                    page.append(clone_entry(entry))
+                    if len(page) == limit:
+                        return page, position
+        return page, position
+
     async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
         added = 0
         for entry in entries:

@@ -23,6 +23,7 @@ __all__ = (
     "append_audit",
     "append_history",
     "history_of",
+    "history_page",
     "purge_audit",
     "read_audit",
     "restore_history",
@@ -56,6 +57,34 @@ async def history_of(pool: Executor, s: str, item_id: str) -> list[HistoryEntry]
             HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
         )
     return entries
+
+
+async def history_page(
+    pool: Executor, s: str, after: int, limit: int, namespace: str | None, key: str | None
+) -> tuple[list[HistoryEntry], int]:
+    """Entries after ``seq`` ``after`` in append order, and the last ``seq`` read. No index
+    serves the namespace or key: this is an administrative read (export, ``memory history``)
+    that scans the log once per page, never a node's path."""
+    rows = await pool.fetch(
+        f"SELECT seq, record, change, at FROM {s}.memory_history WHERE seq > $1 "
+        "AND ($2::text IS NULL OR record::json ->> 'namespace' = $2) "
+        f"AND ($3::text IS NULL OR id IN (SELECT id FROM {s}.memory_history "
+        "WHERE record::json ->> 'key' = $3 "
+        "AND ($2::text IS NULL OR record::json ->> 'namespace' = $2))) "
+        "ORDER BY seq LIMIT $4",
+        after,
+        namespace,
+        key,
+        limit,
+    )
+    entries = []
+    for row in rows:
+        item = _decode_item(row["record"])
+        entries.append(
+            HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
+        )
+        after = row["seq"]
+    return entries, after
 
 
 async def restore_history(connection: Connection, s: str, entries: Sequence[HistoryEntry]) -> int:

@@ -24,6 +24,13 @@ class PostgresLogs(PostgresStoreBase):
         async with postgres_errors():
             return await logs.history_of(pool, self._s, id)
 
+    async def history_page(
+        self, after: int, limit: int, *, namespace: str | None = None, key: str | None = None
+    ) -> tuple[list[HistoryEntry], int]:
+        pool = await self._ready()
+        async with postgres_errors():
+            return await logs.history_page(pool, self._s, after, limit, namespace, key)
+
     async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
         async with self._connection(transaction=True) as connection:
             return await logs.restore_history(connection, self._s, entries)

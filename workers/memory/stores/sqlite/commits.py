@@ -111,14 +111,23 @@ def rollback(connection: sqlite3.Connection) -> None:
 
 
 def commit_group(
-    connection: sqlite3.Connection, group: list[QueuedWrite], usage: Usage, busy_timeout_s: float
+    connection: sqlite3.Connection,
+    group: list[QueuedWrite],
+    usage: Usage,
+    busy_timeout_s: float,
+    check_file: Callable[[], None],
 ) -> bool:
     """Commit ``group`` (and the pending ``usage`` counters) in as few transactions as its
-    failures allow; every write gets its answer. Returns whether the usage was stored."""
+    failures allow; every write gets its answer. ``check_file`` runs inside each
+    transaction right after ``BEGIN`` and again just before ``COMMIT``: when it raises, the
+    transaction is rolled back and every write of it fails with that error (nothing of it is
+    acknowledged). Returns whether the usage was stored."""
     committed = careful = False
     try:
         while group and not committed:
-            group, committed, careful = _attempt(connection, group, usage, careful, busy_timeout_s)
+            group, committed, careful = _attempt(
+                connection, group, usage, careful, busy_timeout_s, check_file
+            )
     except BaseException as exc:  # a bug, never a hang: every caller still gets an answer
         rollback(connection)
         for request in group:
@@ -133,6 +142,7 @@ def _attempt(
     usage: Usage,
     careful: bool,
     busy_timeout_s: float,
+    check_file: Callable[[], None],
 ) -> tuple[list[QueuedWrite], bool, bool]:
     """One transaction for ``group``. Returns the writes to run again in a new one (when a
     failure ended this transaction, or a caller gave up after its part ran), whether this
@@ -149,6 +159,7 @@ def _attempt(
             lambda: all(request.job.aborted for request in group),
             busy_timeout_s,
         )
+        check_file()
         if usage:
             connection.executemany(
                 _APPLY_USAGE,
@@ -178,6 +189,7 @@ def _attempt(
     try:
         if refused:  # a caller gave up after its part ran: write the others without it
             raise Aborted()
+        check_file()
         connection.execute("COMMIT")
     except BaseException as exc:
         rollback(connection)

@@ -16,7 +16,7 @@ from pathlib import Path
 from ditto.errors import ErrorCode, map_exceptions
 from workers.memory.model.errors import MemoryStoreError
 
-__all__ = ("cannot_create", "sqlite_errors")
+__all__ = ("StoreVanishedError", "cannot_create", "no_folder", "sqlite_errors")
 
 # Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low
 # byte, so SQLITE_READONLY_DBMOVED is still READONLY.
@@ -86,3 +86,24 @@ def cannot_create(path: Path, exc: OSError) -> MemoryStoreError:
     return MemoryStoreError(
         f"cannot create the memory store at {path}: {reason}", code=ErrorCode.STORE_UNAVAILABLE
     )
+
+
+def no_folder(path: Path) -> MemoryStoreError:
+    """``STORE_UNAVAILABLE``: the folder of the store file does not exist (and may not be made)."""
+    return MemoryStoreError(
+        f"no folder {path.parent} for the memory store at {path}", code=ErrorCode.STORE_UNAVAILABLE
+    )
+
+
+class StoreVanishedError(MemoryStoreError):
+    """``STORE_UNAVAILABLE``: the store's file was deleted, moved or replaced while it was open
+    (the path no longer names the file the store opened). Nothing the failing call asked for
+    was written; reopen the store."""
+
+    default_code: str = ErrorCode.STORE_UNAVAILABLE
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"the memory store file {path} was deleted, moved or replaced while open: nothing "
+            "more is read from it or written to it (reopen the store)"
+        )

@@ -19,6 +19,7 @@ __all__ = (
     "append_history",
     "audit_rows",
     "history_of",
+    "history_page",
     "purge_audit",
     "read_audit",
     "restore_history",
@@ -49,6 +50,34 @@ def history_of(connection: sqlite3.Connection, item_id: str) -> list[HistoryEntr
         item = _decode_item(record)
         entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
     return entries
+
+
+def history_page(
+    connection: sqlite3.Connection, after: int, limit: int, namespace: str | None, key: str | None
+) -> tuple[list[HistoryEntry], int]:
+    """Entries after ``seq`` ``after`` in append order, and the last ``seq`` read. No index
+    serves the namespace or key: this is an administrative read (export, ``memory history``)
+    that scans the log once per page, never a node's path."""
+    sql = "SELECT seq, record, change, at FROM memory_history WHERE seq > ?"
+    params: list[Any] = [after]
+    if namespace is not None:
+        sql += " AND json_extract(record, '$.namespace') = ?"
+        params.append(namespace)
+    if key is not None:
+        held = "json_extract(record, '$.key') = ?"
+        params.append(key)
+        if namespace is not None:
+            held += " AND json_extract(record, '$.namespace') = ?"
+            params.append(namespace)
+        sql += f" AND id IN (SELECT id FROM memory_history WHERE {held})"
+    entries = []
+    for seq, record, change, at in connection.execute(
+        sql + " ORDER BY seq LIMIT ?", [*params, limit]
+    ):
+        item = _decode_item(record)
+        entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
+        after = seq
+    return entries, after
 
 
 def restore_history(connection: sqlite3.Connection, entries: list[HistoryEntry]) -> int:

