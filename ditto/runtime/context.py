@@ -3,6 +3,7 @@ call other nodes."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 import anyio
@@ -12,7 +13,7 @@ from ditto.errors import Interrupt
 if TYPE_CHECKING:
     from ditto.contracts.result import NodeResult
 
-__all__ = ("NO_ANSWER", "ExecutionScope", "Invoker", "NodeContext")
+__all__ = ("NO_ANSWER", "ExecutionScope", "Invoker", "NodeContext", "derived_key", "key_of")
 
 NO_ANSWER: Final = object()
 """The resume value of a call that is not resuming an interrupt (``None`` is a valid answer)."""
@@ -42,6 +43,7 @@ class Invoker(Protocol):
         outer_deadline: float | None,
         attempt: int = 1,
         execution_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> NodeResult[Any]: ...
 
 
@@ -51,6 +53,9 @@ class NodeContext:
     __slots__ = (
         "_answer",
         "_invoke",
+        "_key",
+        "_key_scope",
+        "_nested",
         "attempt",
         "deadline",
         "execution",
@@ -71,9 +76,14 @@ class NodeContext:
         deadline: float | None,
         answer: Any = NO_ANSWER,
         attempt: int = 1,
+        idempotency_key: str | None = None,
+        key_scope: str | None = None,
     ) -> None:
         self._invoke = invoke
+        self._key_scope = key_scope
         self._answer = answer
+        self._nested = 0
+        self._key = idempotency_key
         self.attempt = attempt
         """1 for a first delivery; a remote worker that takes over the call of a worker that
         died runs it again with ``attempt`` + 1 (at-least-once delivery)."""
@@ -89,6 +99,20 @@ class NodeContext:
         """Who the invocation acts for, as passed to ``invoke(..., principal=...)``."""
         self.deadline = deadline
         """Absolute deadline on the ``anyio.current_time()`` clock, or ``None``."""
+
+    @property
+    def idempotency_key(self) -> str:
+        """*The* key to deduplicate this call's side effects by: the same for every attempt of
+        the same work. A task of a checkpointed run keeps it across resumes, in any process; a
+        remote call across redeliveries; a nested call (``ctx.invoke``) derives its own from its
+        parent's and its place among the parent's nested calls. At-least-once delivery plus
+        this key is how side effects become exactly-once. Outside a checkpoint a task's key is
+        unique to its run; a top-level ``invoke`` uses its execution id. (Computed on first
+        read: a handler that never reads it pays nothing.)"""
+        key = self._key
+        if key is None:
+            key = self._key = key_of(self.execution, self.execution_id, self._key_scope)
+        return key
 
     @property
     def resumed(self) -> bool:
@@ -135,6 +159,7 @@ class NodeContext:
         execution scope, principal and deadline (``timeout`` can only shorten it), and is still
         accepted while the runtime drains during ``close()``.
         """
+        self._nested += 1
         return await self._invoke(
             node_type,
             input,
@@ -143,4 +168,19 @@ class NodeContext:
             worker=worker,
             execution=self.execution,
             outer_deadline=self.deadline,
+            idempotency_key=derived_key(self.idempotency_key, node_type, str(self._nested)),
         )
+
+
+def key_of(execution: ExecutionScope | None, execution_id: str, key_scope: str | None) -> str:
+    """The idempotency key of a call (see :attr:`NodeContext.idempotency_key`): a task's derives
+    from ``key_scope`` (a checkpoint id, the same across resumes; default the run id) and its
+    task id; a top-level call's is its execution id."""
+    if execution is None:
+        return execution_id
+    return derived_key(key_scope or execution.run_id, execution.task_id)
+
+
+def derived_key(*parts: str) -> str:
+    """A stable idempotency key from ``parts`` (128 bits of SHA-256, hex)."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]

@@ -182,6 +182,7 @@ class Engine:
         outer_deadline: float | None,
         attempt: int = 1,
         execution_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> NodeResult[Any]:
         """A nested call (``ctx.invoke``), or a remote worker running a call it received:
         accepted even while the runtime drains (an :class:`~ditto.runtime.context.Invoker`)."""
@@ -196,6 +197,7 @@ class Engine:
             execution=execution,
             attempt=attempt,
             execution_id=execution_id,
+            idempotency_key=idempotency_key,
         )
 
     # ----------------------------------------------------------------- run
@@ -249,9 +251,12 @@ class Engine:
         timeout: float | None = None,
         principal: str | None = None,
         checkpoint: str | None = None,
+        key_scope: str | None = None,
     ) -> RunResult:
-        """``Ditto.run``; also what a loop runs each graph with."""
+        """``Ditto.run``; also what a loop runs each graph with (``key_scope``: what the tasks'
+        idempotency keys derive from, see :class:`~ditto.runtime.runs.RunRequest`)."""
         request = self.request(plan, run_input, concurrency, timeout, principal)
+        request.key_scope = key_scope
         if checkpoint is not None:
             request.checkpoint = await self.open_checkpoint(request, checkpoint)
             if request.checkpoint.status == "completed":

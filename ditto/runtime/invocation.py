@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ditto.contracts.outcomes import CURRENT
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
-from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker, NodeContext
+from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker, NodeContext, key_of
 from ditto.runtime.deadlines import arm
 from ditto.runtime.remote import call_remote
 
@@ -80,6 +80,8 @@ async def invoke_route(
     answer: Any = NO_ANSWER,
     attempt: int = 1,
     execution_id: str | None = None,
+    idempotency_key: str | None = None,
+    key_scope: str | None = None,
 ) -> NodeResult[Any]:
     """Run one invocation of ``route``'s node type and wrap the outcome.
 
@@ -89,6 +91,9 @@ async def invoke_route(
         answer: What ``runtime.resume`` answered, when this call resumes an interrupted task.
         attempt: How many times this call was delivered (a remote worker's redelivery).
         execution_id: The id to report (a remote call keeps its caller's); default a new one.
+        idempotency_key: The handler's ``ctx.idempotency_key``; default derived from
+            ``key_scope`` and the task (see :func:`~ditto.runtime.context.key_of`).
+        key_scope: What a task's key derives from (its checkpoint id); default the run id.
 
     Returns a ``NodeResult`` for every outcome of the *node*: invalid input, no capacity, a
     handler error, a deadline, a cancellation from inside. The *caller's* cancellation is not an
@@ -111,15 +116,37 @@ async def invoke_route(
     if deadline <= now:
         return _timed_out(execution_id, node, replica_id, started)
     if replica.transport is not None:
+        if idempotency_key is None:  # the worker's handler gets it with the call
+            idempotency_key = key_of(execution, execution_id, key_scope)
         return await call_remote(
-            replica, route, node_input, execution_id, deadline, principal, execution, started
+            replica,
+            route,
+            node_input,
+            execution_id,
+            deadline,
+            principal,
+            execution,
+            started,
+            key_of(execution, execution_id, key_scope)
+            if idempotency_key is None
+            else idempotency_key,
         )
     task = asyncio.current_task()
     assert task is not None, "invoke runs inside an asyncio task"
     cancelling = task.cancelling()
     timer = arm(loop, task, deadline, now)
     ctx = NodeContext(
-        nested, node, execution_id, replica_id, execution, principal, deadline, answer, attempt
+        nested,
+        node,
+        execution_id,
+        replica_id,
+        execution,
+        principal,
+        deadline,
+        answer,
+        attempt,
+        idempotency_key,
+        key_scope,
     )
     replica.active += 1
     error: ErrorInfo | None = None

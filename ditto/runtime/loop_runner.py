@@ -62,6 +62,7 @@ class LoopServices(Protocol):
         timeout: float | None = None,
         principal: str | None = None,
         checkpoint: str | None = None,
+        key_scope: str | None = None,
     ) -> RunResult: ...
 
 
@@ -267,8 +268,15 @@ async def _state_machine(
         plan = selected if isinstance(selected, Graph) else selected(state)
         if not isinstance(plan, Graph):
             raise InvalidInputError(f"loop {definition.id!r}: the graph selector returned no graph")
+        # A checkpointed loop resumes at this iteration in any process: its tasks keep the
+        # same idempotency keys there.
+        scoped = (
+            options
+            if checkpoint is None
+            else {**options, "key_scope": f"loop:{checkpoint}:{iteration}"}
+        )
         result = await _run_graph(
-            runtime, definition.id, iteration, plan, definition.bind(state), options, emit
+            runtime, definition.id, iteration, plan, definition.bind(state), scoped, emit
         )
         state = definition.update(state, result)
         finished = bool(definition.done(state, result))

@@ -89,6 +89,7 @@ async def call_remote(
     principal: str | None,
     execution: ExecutionScope | None,
     started: float,
+    idempotency_key: str,
 ) -> NodeResult[Any]:
     """One call through ``replica``'s transport (``deadline`` on the event loop's clock)."""
     transport = replica.transport
@@ -104,6 +105,7 @@ async def call_remote(
         None if execution is None else (execution[0], execution[1], execution[2]),
         1,
         transport.reply_to,
+        idempotency_key,
     )
     replica.active += 1
     try:

@@ -85,6 +85,9 @@ class RunRequest:
     answers: Mapping[str, Any] = field(default_factory=dict)
     """Task id -> the answer its interrupted handler gets on this attempt."""
     observe: ResultObserver | None = None
+    key_scope: str | None = None
+    """What the tasks' idempotency keys derive from (a checkpointed loop's iteration); default
+    the checkpoint id, else the run id."""
 
 
 def checked_request(
@@ -172,6 +175,9 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
     principal = request.principal
     run_deadline = request.deadline
     answers = request.answers
+    # The same for every attempt of this run's tasks: a checkpoint keeps its id across resumes,
+    # and an interrupted run without one is checkpointed under this run id.
+    key_scope = request.key_scope or (run_id if checkpoint is None else checkpoint.id)
     loop = asyncio.get_running_loop()
     started = perf_counter()
 
@@ -189,6 +195,7 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
             principal=principal,
             worker=task.worker,
             execution=ExecutionScope(graph_id, run_id, task.id),
+            key_scope=key_scope,
             answer=answers.get(task.id, NO_ANSWER) if answers else NO_ANSWER,
         )
 

@@ -321,6 +321,7 @@ class RemoteWorkerServer:
                 outer_deadline=None,
                 attempt=attempt,
                 execution_id=execution_id,
+                idempotency_key=envelope.idempotency_key,
             )
         except asyncio.CancelledError:
             if execution_id not in self._cancelled:

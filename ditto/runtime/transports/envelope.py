@@ -53,6 +53,9 @@ class CallEnvelope(msgspec.Struct, frozen=True, array_like=True):
     """1 when sent; a worker that takes over a dead worker's call runs it with attempt + 1."""
     reply_to: str
     """The stream the caller reads replies from."""
+    idempotency_key: str | None = None
+    """The call's ``ctx.idempotency_key`` (last and optional: older callers' envelopes still
+    decode, and the worker then uses the execution id)."""
 
 
 class ReplyEnvelope(msgspec.Struct, frozen=True, array_like=True):

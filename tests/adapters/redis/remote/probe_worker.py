@@ -63,6 +63,7 @@ def _record(event: str, ctx: NodeContext, sleep: float | None = None) -> None:
             "principal": ctx.principal,
             "execution": None if ctx.execution is None else list(ctx.execution),
             "node": ctx.node,
+            "idempotency_key": ctx.idempotency_key,
         }
     )
     descriptor = os.open(EFFECTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -69,6 +69,8 @@ class Effect:
     node: str
     sleep: float | None
     """``PROBE.WORK``'s ``sleep`` input (``run`` lines only)."""
+    idempotency_key: str | None = None
+    """The handler's ``ctx.idempotency_key``."""
 
 
 @dataclass
@@ -294,6 +296,7 @@ class Cluster:
                     None if execution is None else tuple(execution),
                     record["node"],
                     record["sleep"],
+                    record.get("idempotency_key"),
                 )
             )
         return effects

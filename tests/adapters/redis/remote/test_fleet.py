@@ -102,6 +102,9 @@ async def test_a_worker_killed_mid_run_loses_no_node(cluster: Cluster) -> None:
             first, *later = attempts
             assert first.worker == victim, attempts
             assert all(effect.attempt >= 2 and effect.worker in live for effect in later), attempts
+        # Every attempt of a call sees the same idempotency key, and no other call has it: the
+        # key by which a side effect happens once.
+        assert len({effect.idempotency_key for effect in attempts}) == 1, attempts
         if attempts[0].worker == victim and execution_id not in finished_on_victim:
             # Started on the victim and never finished there: it must have been run again.
             assert len(attempts) == 2, attempts
@@ -110,6 +113,9 @@ async def test_a_worker_killed_mid_run_loses_no_node(cluster: Cluster) -> None:
             # Taken by the victim but killed before its handler started.
             assert attempts[0].worker in live, attempts
     assert taken_over >= 1, "the victim was inside a slow call when it was killed"
+    keys = {attempts[0].idempotency_key for attempts in runs.values()}
+    assert None not in keys
+    assert len(keys) == len(runs)
     for result in run.values():
         if result.execution_id in finished_on_victim:
             continue
