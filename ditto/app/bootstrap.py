@@ -9,9 +9,11 @@ The runtime core never imports a worker; applications that want "what ``ditto.ya
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ditto.app.config import Settings, load_config
@@ -173,6 +175,23 @@ def register_remote_workers(runtime: Ditto, settings: Settings) -> None:
     )
 
 
+MEMORY_NODE_TYPES = frozenset(
+    f"MEMORY.{verb}" for verb in ("GET", "QUERY", "SEARCH", "WRITE", "UPDATE", "DELETE")
+)
+CONTEXT_NODE_TYPES = frozenset(
+    f"CONTEXT.{verb}" for verb in ("LOAD", "SELECT", "UPDATE", "COMPRESS")
+)
+
+
+def local_part(worker: WorkerDefinition, elsewhere: frozenset[str]) -> WorkerDefinition:
+    """``worker`` without the node types that run ``elsewhere`` (on remote workers): a local
+    replica would otherwise take them first, since local replicas rank before remote ones."""
+    if not worker.node_types & elsewhere:
+        return worker
+    kept = {name: node for name, node in worker.nodes.items() if name not in elsewhere}
+    return dataclasses.replace(worker, nodes=MappingProxyType(kept))
+
+
 @asynccontextmanager
 async def open_runtime(
     settings: Settings | None = None,
@@ -199,19 +218,21 @@ async def open_runtime(
             serves them passes ``False``).
     """
     settings = settings if settings is not None else load_config()
-    elsewhere = set(settings.runtime.remote.node_types) if remote else set()
-    memory = memory and not any(node_type.startswith("MEMORY.") for node_type in elsewhere)
-    context = context and not any(node_type.startswith("CONTEXT.") for node_type in elsewhere)
+    elsewhere = frozenset(settings.runtime.remote.node_types) if remote else frozenset()
+    # A kind's local worker keeps the node types not listed as remote; only when every one of
+    # them is remote is it (and its store) not built at all.
+    memory = memory and not elsewhere >= MEMORY_NODE_TYPES
+    context = context and not elsewhere >= CONTEXT_NODE_TYPES
     async with AsyncExitStack() as stack:
         local = list(workers)
         if memory:
             store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
-            local.insert(0, build_memory_worker(settings, store))
+            local.insert(0, local_part(build_memory_worker(settings, store), elsewhere))
         if context:
             context_store = build_context_store(settings)
             if context_store is not None:
                 stack.push_async_callback(context_store.aclose)
-            local.append(build_context_worker(settings, context_store))
+            local.append(local_part(build_context_worker(settings, context_store), elsewhere))
         runtime = await stack.enter_async_context(create_ditto(config=settings, workers=local))
         if remote:
             register_remote_workers(runtime, settings)

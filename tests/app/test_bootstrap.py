@@ -97,3 +97,33 @@ def test_the_postgres_backend_needs_its_url(tmp_path: Path) -> None:
     config.write_text("workers:\n  memory:\n    backend: postgres\n")
     with pytest.raises(ConfigError, match="DITTO_WORKER_MEMORY_POSTGRES_URL"):
         load_config(config, env={})
+
+
+async def test_node_types_not_listed_as_remote_stay_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only MEMORY.SEARCH goes to remote workers: the other MEMORY node types still run on the
+    local worker (they used to be UnknownNodeError), and SEARCH is routed to the remote pool
+    only (a local replica would rank first and take it)."""
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "runtime:\n  remote:\n    node_types: [MEMORY.SEARCH]\n"
+        "workers:\n  memory:\n    backend: inprocess\n"
+    )
+    env = {
+        "DITTO_RUNTIME_REMOTE_REDIS_URL": "redis://127.0.0.1:1/0",  # never called here
+        "DITTO_REMOTE_SECRET": "a-secret-of-at-least-16-bytes",
+    }
+    monkeypatch.setenv("DITTO_REMOTE_SECRET", env["DITTO_REMOTE_SECRET"])
+    async with open_runtime(load_config(config, env=env)) as runtime:
+        written = await runtime.invoke("MEMORY.WRITE", {"memories": [{"key": "k", "content": 1}]})
+        found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
+        serving = {
+            node_type: sorted(
+                info.type for info in runtime.workers() if node_type in info.node_types
+            )
+            for node_type in ("MEMORY.SEARCH", "MEMORY.WRITE")
+        }
+    assert written.ok
+    assert found.unwrap().items[0].content == 1
+    assert serving == {"MEMORY.SEARCH": ["remote"], "MEMORY.WRITE": ["memory"]}
