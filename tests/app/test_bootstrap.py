@@ -127,3 +127,17 @@ async def test_node_types_not_listed_as_remote_stay_local(
     assert written.ok
     assert found.unwrap().items[0].content == 1
     assert serving == {"MEMORY.SEARCH": ["remote"], "MEMORY.WRITE": ["memory"]}
+
+
+def test_a_worker_process_takes_what_its_workers_declare() -> None:
+    from ditto.app.serve.worker import DEFAULT_CONCURRENCY, declared_concurrency
+    from ditto.runtime.router import WorkerInfo
+
+    def info(limit: int | None) -> WorkerInfo:
+        return WorkerInfo("w", "t", frozenset({"T.X"}), True, 0, limit)
+
+    assert declared_concurrency([info(8)]) == 8
+    assert declared_concurrency([info(8), info(4)]) == 12
+    assert declared_concurrency([info(8), info(None)]) == DEFAULT_CONCURRENCY
+    assert declared_concurrency([]) == DEFAULT_CONCURRENCY
+    assert declared_concurrency([info(10_000)]) == 256

@@ -38,8 +38,13 @@ def serve(
         ),
     ] = None,
     concurrency: Annotated[
-        int, typer.Option(min=1, max=100_000, help="Calls this process runs at once.")
-    ] = 16,
+        int | None,
+        typer.Option(
+            min=1,
+            max=100_000,
+            help="Calls this process runs at once (default: what its workers declare).",
+        ),
+    ] = None,
     worker_id: Annotated[
         str | None, typer.Option("--id", help="This worker's name (default HOST-PID).")
     ] = None,
@@ -51,9 +56,9 @@ def serve(
     settings = settings_or_exit(config)
     from ditto.app.serve.worker import serve_worker
 
-    def started(name: str, node_types: list[str]) -> None:
+    def started(name: str, node_types: list[str], taken: int) -> None:
         errors.print(
-            f"worker {name} serving {', '.join(node_types)} (concurrency {concurrency})",
+            f"worker {name} serving {', '.join(node_types)} (concurrency {taken})",
             markup=False,
             highlight=False,
         )

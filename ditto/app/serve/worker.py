@@ -26,8 +26,16 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
     from ditto.app.config.settings import Settings
+    from ditto.runtime.router import WorkerInfo
 
-__all__ = ("BUILT_IN", "list_workers", "load_worker", "serve_worker")
+__all__ = (
+    "BUILT_IN",
+    "DEFAULT_CONCURRENCY",
+    "declared_concurrency",
+    "list_workers",
+    "load_worker",
+    "serve_worker",
+)
 
 BUILT_IN = ("memory", "context")
 
@@ -76,21 +84,40 @@ def _client(settings: Settings, connections: int) -> aioredis.Redis:
     return aioredis.Redis(connection_pool=pool)
 
 
+DEFAULT_CONCURRENCY = 16
+"""Calls a worker process runs at once when its workers declare no limit."""
+
+MAX_DECLARED = 256
+"""The most calls a process takes from its workers' declarations alone (say more with
+``--concurrency``)."""
+
+
+def declared_concurrency(workers: Sequence[WorkerInfo]) -> int:
+    """What a worker process can run at once: the sum of its workers' declared concurrency
+    (taking more calls than that would only fail them with ``NO_WORKER_AVAILABLE`` here), or
+    :data:`DEFAULT_CONCURRENCY` when one declares no limit; at most :data:`MAX_DECLARED`."""
+    limits = [info.concurrency for info in workers]
+    if not limits or any(limit is None for limit in limits):
+        return DEFAULT_CONCURRENCY
+    return min(MAX_DECLARED, sum(limit for limit in limits if limit is not None))
+
+
 async def serve_worker(
     settings: Settings,
     *,
     kinds: Sequence[str],
-    concurrency: int,
+    concurrency: int | None,
     worker_id: str | None,
-    started: Callable[[str, list[str]], None] | None = None,
+    started: Callable[[str, list[str], int], None] | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain and deregister.
 
     Args:
         kinds: ``memory``, ``context`` and/or ``module:attr`` targets (empty: memory and context).
-        concurrency: Calls run at once.
+        concurrency: Calls run at once; default what the served workers declare (see
+            :func:`declared_concurrency`).
         worker_id: This worker's name; default ``<host>-<pid>``.
-        started: Called with the worker id and its node types once it serves.
+        started: Called with the worker id, its node types and its concurrency once it serves.
 
     Raises:
         ConfigError: A bad target, no Redis URL, or no shared secret.
@@ -105,7 +132,7 @@ async def serve_worker(
     kinds = list(kinds) or list(BUILT_IN)
     user = [load_worker(kind) for kind in kinds if kind not in BUILT_IN]
     signer = Signer.from_environment()
-    client = _client(settings, concurrency + 8)
+    client = _client(settings, (concurrency or MAX_DECLARED) + 8)
     try:
         with transport_errors():  # an unreachable Redis fails at start, not silently later
             await client.ping()
@@ -122,7 +149,9 @@ async def serve_worker(
             context="context" in kinds,
             remote=False,
         ) as runtime:
-            local = (info for info in runtime.workers() if info.type != "remote")
+            local = [info for info in runtime.workers() if info.type != "remote"]
+            if concurrency is None:
+                concurrency = declared_concurrency(local)
             server = RemoteWorkerServer(
                 runtime.engine.invoke_nested,
                 [node_type for info in local for node_type in info.node_types],
@@ -138,7 +167,7 @@ async def serve_worker(
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, server.stop)
             if started is not None:
-                started(server.worker_id, server.node_types)
+                started(server.worker_id, server.node_types, concurrency)
             await server.serve()
     finally:
         await client.aclose()

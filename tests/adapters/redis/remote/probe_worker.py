@@ -95,3 +95,5 @@ async def measure(request: Measure, ctx: NodeContext) -> Measured:
 
 
 probe = define_worker("probe", {"PROBE.WORK": work, "PROBE.MEASURE": measure})
+limited = define_worker("probe", {"PROBE.WORK": work, "PROBE.MEASURE": measure}, concurrency=3)
+"""The probe declaring how many calls it runs at once (``ditto worker serve`` takes that)."""

@@ -163,9 +163,10 @@ class Cluster:
         return env
 
     def spawn(
-        self, worker_id: str, *, concurrency: int = 8, worker: str = "probe_worker:probe"
+        self, worker_id: str, *, concurrency: int | None = 8, worker: str = "probe_worker:probe"
     ) -> WorkerProcess:
-        """Start ``ditto worker serve`` without waiting for it to serve."""
+        """Start ``ditto worker serve`` without waiting for it to serve (``concurrency=None``:
+        no ``--concurrency``, the worker's own declaration)."""
         if worker_id in self.workers:
             raise AssertionError(f"worker {worker_id} was already started")
         log = self.directory / f"{worker_id}.log"
@@ -181,8 +182,7 @@ class Cluster:
                     worker,
                     "--id",
                     worker_id,
-                    "--concurrency",
-                    str(concurrency),
+                    *(() if concurrency is None else ("--concurrency", str(concurrency))),
                 ],
                 cwd=self.directory,
                 env=self.environment(worker_id),

@@ -112,6 +112,23 @@ async def test_list_shows_live_workers_and_pending_calls(cluster: Cluster) -> No
     }
 
 
+@pytest.mark.parametrize(
+    ("worker", "expected"), [("probe_worker:limited", 3), ("probe_worker:probe", 16)]
+)
+async def test_serve_takes_its_concurrency_from_the_worker_it_serves(
+    cluster: Cluster, worker: str, expected: int
+) -> None:
+    """Without --concurrency a process takes as many calls at once as its workers declare
+    (it used to take 16 whatever they declared, and failed the rest NO_WORKER_AVAILABLE), or
+    16 for a worker that declares no limit."""
+    cluster.spawn("w1", concurrency=None, worker=worker)
+    await cluster.wait_serving("w1")
+    outcome = await ditto(cluster, "worker", "list", "--json")
+    assert outcome.returncode == 0, outcome.stderr.decode()
+    (listed,) = json.loads(outcome.stdout)["workers"]
+    assert listed["concurrency"] == expected
+
+
 async def test_list_with_no_worker_is_empty(cluster: Cluster) -> None:
     outcome = await ditto(cluster, "worker", "list", "--json")
     assert outcome.returncode == 0, outcome.stderr.decode()
