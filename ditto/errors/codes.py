@@ -72,6 +72,9 @@ class ErrorCode(StrEnum):
     """Too many calls are waiting (a remote node type's cap, a CONTEXT scope's queue); retryable."""
     MESSAGE_REJECTED = "MESSAGE_REJECTED"
     """A remote message was too large, unsigned, forged or malformed; it was not executed."""
+    REMOTE_KEY_MISMATCH = "REMOTE_KEY_MISMATCH"
+    """Workers of the node type are alive, but none holds this caller's ``DITTO_REMOTE_SECRET``
+    (their key fingerprints differ): the call was not sent."""
     # ----------------------------------------------------------------- stored records
     NOT_FOUND = "NOT_FOUND"
     """A record the operation needs does not exist."""

@@ -8,6 +8,9 @@ Everything lives under one prefix (default ``ditto:``):
 * ``{prefix}replies:{caller id}`` — a stream of sealed replies per runtime.
 * ``{prefix}nodes:{node type}`` — a sorted set: worker id -> when its heartbeat expires (in the
   Redis server's milliseconds, so callers and workers never compare their own clocks).
+* ``{prefix}nodes:{node type}:key:{fingerprint}`` — the same, for the workers holding the
+  secret of that fingerprint (:attr:`~ditto.runtime.transports.envelope.Signer.fingerprint`):
+  a caller sends only when one of them is alive.
 * ``{prefix}worker:{worker id}`` — the worker's self-description, expiring with its heartbeat.
 * ``{prefix}cancel`` — a pub/sub channel of abandoned execution ids.
 """
@@ -21,6 +24,7 @@ __all__ = (
     "SEND_SCRIPT",
     "calls_key",
     "cancel_channel",
+    "keyed_nodes_key",
     "nodes_key",
     "replies_key",
     "worker_key",
@@ -33,6 +37,7 @@ SEND_SCRIPT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if redis.call('ZCOUNT', KEYS[2], now_ms, '+inf') == 0 then return 'NO_WORKER' end
+if redis.call('ZCOUNT', KEYS[4], now_ms, '+inf') == 0 then return 'KEY_MISMATCH' end
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'FULL' end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('XADD', KEYS[3], 'MAXLEN', '0', '*', 'open', '1')
@@ -40,8 +45,10 @@ end
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
 return 'OK'
 """
-"""KEYS: the calls stream, the node type's live-worker set, the caller's reply stream. ARGV:
-the pending cap, the sealed call. One round trip answers "is anyone alive", "is there room",
+"""KEYS: the calls stream, the node type's live-worker set, the caller's reply stream, the live
+workers with the caller's key. ARGV: the pending cap, the sealed call. One round trip answers
+"is anyone alive", "can anyone alive verify this call" (a worker with another secret would
+drop it unread: the caller would only see a timeout), "is there room",
 makes sure the reply stream exists (an empty stream: workers only reply to streams that exist,
 so a closed caller's stream is never brought back) and sends."""
 
@@ -78,6 +85,10 @@ def replies_key(prefix: str, caller_id: str) -> str:
 
 def nodes_key(prefix: str, node_type: str) -> str:
     return f"{prefix}nodes:{node_type}"
+
+
+def keyed_nodes_key(prefix: str, node_type: str, fingerprint: str) -> str:
+    return f"{prefix}nodes:{node_type}:key:{fingerprint}"
 
 
 def worker_key(prefix: str, worker_id: str) -> str:

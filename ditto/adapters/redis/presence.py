@@ -15,7 +15,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ditto.adapters.redis.keys import HEARTBEAT_SCRIPT, nodes_key, worker_key
+from ditto.adapters.redis.keys import HEARTBEAT_SCRIPT, keyed_nodes_key, nodes_key, worker_key
 
 __all__ = ("Presence",)
 
@@ -31,12 +31,14 @@ class Presence:
         worker_id: str,
         node_types: list[str],
         heartbeat_ms: int,
+        fingerprint: str,
     ) -> None:
         self._client = client
         self._prefix = prefix
         self._worker_id = worker_id
         self._node_types = node_types
         self._heartbeat_ms = heartbeat_ms
+        self._fingerprint = fingerprint
         self._script = client.register_script(HEARTBEAT_SCRIPT)
 
     async def beat(self, describe: Callable[[], dict[str, Any]], stopping: asyncio.Event) -> None:
@@ -44,9 +46,7 @@ class Presence:
         itself (callers then stop sending to it). Redis outages are ridden out: the next beat
         tries again."""
         ttl = self._heartbeat_ms * 3
-        keys = [worker_key(self._prefix, self._worker_id)] + [
-            nodes_key(self._prefix, node_type) for node_type in self._node_types
-        ]
+        keys = [worker_key(self._prefix, self._worker_id), *self._sets()]
         host, pid = socket.gethostname(), os.getpid()
         while True:
             description = json.dumps(
@@ -57,12 +57,23 @@ class Presence:
                     await self._script(keys=keys, args=[self._worker_id, ttl, description])
             await asyncio.sleep(self._heartbeat_ms / 1000)
 
+    def _sets(self) -> list[str]:
+        """The live-worker sets this worker is in: per node type, plain and by key."""
+        return [
+            key
+            for node_type in self._node_types
+            for key in (
+                nodes_key(self._prefix, node_type),
+                keyed_nodes_key(self._prefix, node_type, self._fingerprint),
+            )
+        ]
+
     async def leave(self) -> None:
         """Remove the worker from the directory (best effort: an unreachable Redis lets the
         entry expire by itself)."""
         with contextlib.suppress(redis_errors.RedisError, OSError):
             async with self._client.pipeline(transaction=True) as pipe:
-                for node_type in self._node_types:
-                    pipe.zrem(nodes_key(self._prefix, node_type), self._worker_id)
+                for key in self._sets():
+                    pipe.zrem(key, self._worker_id)
                 pipe.delete(worker_key(self._prefix, self._worker_id))
                 await pipe.execute()

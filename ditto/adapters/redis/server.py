@@ -101,7 +101,9 @@ class RemoteWorkerServer:
         if not self.node_types:
             raise DittoError("a remote worker needs at least one local node type to serve")
         self._streams = {calls_key(prefix, node_type): node_type for node_type in self.node_types}
-        self._presence = Presence(client, prefix, worker_id, self.node_types, heartbeat_ms)
+        self._presence = Presence(
+            client, prefix, worker_id, self.node_types, heartbeat_ms, signer.fingerprint
+        )
         self._inflight: dict[asyncio.Task[None], tuple[str, bytes]] = {}
         """Every call taken and not yet answered: its task -> (its stream, its entry id)."""
         self._running: dict[str, asyncio.Task[None]] = {}

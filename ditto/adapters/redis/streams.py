@@ -28,6 +28,7 @@ from ditto.adapters.redis.keys import (
     SEND_SCRIPT,
     calls_key,
     cancel_channel,
+    keyed_nodes_key,
     nodes_key,
     replies_key,
 )
@@ -106,6 +107,7 @@ class RedisStreamsTransport:
     ) -> None:
         self._client = client
         self._signer = signer
+        self._fingerprint = signer.fingerprint
         self._prefix = prefix
         self._max_pending = max_pending
         self._owns_client = owns_client
@@ -174,10 +176,16 @@ class RedisStreamsTransport:
         try:
             async with asyncio.timeout(timeout):
                 outcome = await self._submit(envelope.node_type, sealed)
-                if outcome in (b"NO_WORKER", b"FULL"):
+                if outcome in (b"NO_WORKER", b"FULL", b"KEY_MISMATCH"):
                     queued = False
                 if outcome == b"NO_WORKER":
                     raise NoWorkerAvailableError(envelope.node_type)
+                if outcome == b"KEY_MISMATCH":
+                    raise DittoError(
+                        f"the live workers of {envelope.node_type} hold another "
+                        "DITTO_REMOTE_SECRET: none could verify this call, so it was not sent",
+                        code=ErrorCode.REMOTE_KEY_MISMATCH,
+                    )
                 if outcome == b"FULL":
                     raise DittoError(
                         f"{self._max_pending:,} calls of {envelope.node_type} are already "
@@ -267,10 +275,11 @@ class RedisStreamsTransport:
     def _send_args(self, node_type: str, sealed: bytes) -> tuple[Any, ...]:
         """``SEND_SCRIPT``'s key count, keys and arguments for one call."""
         return (
-            3,
+            4,
             calls_key(self._prefix, node_type),
             nodes_key(self._prefix, node_type),
             self._reply_to,
+            keyed_nodes_key(self._prefix, node_type, self._fingerprint),
             self._max_pending,
             sealed,
         )

@@ -93,6 +93,12 @@ class Signer:
         self._key = secret
         self.max_bytes = max_bytes
 
+    @property
+    def fingerprint(self) -> str:
+        """Names the secret without revealing it (an HMAC of a fixed text under it): workers
+        announce it, so a caller refuses at once to send calls no live worker could verify."""
+        return hmac.new(self._key, b"ditto remote key fingerprint", hashlib.sha256).hexdigest()[:16]
+
     @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None) -> Signer:
         """The signer for ``DITTO_REMOTE_SECRET``.

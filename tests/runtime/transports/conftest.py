@@ -51,8 +51,9 @@ class Harness(Protocol):
     secret: bytes
     """The secret callers and workers share."""
 
-    def new_transport(self) -> Transport:
-        """Another caller on the same space (closed at the end of the test)."""
+    def new_transport(self, secret: bytes | None = None) -> Transport:
+        """Another caller on the same space (closed at the end of the test), with the shared
+        secret or ``secret``."""
         ...
 
     async def serve(self, worker: WorkerDefinition, worker_id: str) -> Served:
@@ -94,9 +95,9 @@ class RedisStreamsHarness:
         self.served: list[_RedisServed] = []
         self.transport: Transport = self.new_transport()
 
-    def new_transport(self) -> RedisStreamsTransport:
+    def new_transport(self, secret: bytes | None = None) -> RedisStreamsTransport:
         made = RedisStreamsTransport.from_url(
-            self.space.url, Signer(self.secret), prefix=self.space.prefix
+            self.space.url, Signer(secret or self.secret), prefix=self.space.prefix
         )
         self.transports.append(made)
         return made

@@ -202,6 +202,21 @@ async def test_no_live_worker_for_the_node_type_fails_at_once(
     assert probe.runs == Counter()
 
 
+async def test_a_caller_with_another_secret_is_refused_at_once(
+    harness: Harness, probe: Probe
+) -> None:
+    """The workers alive could not verify the call (they would drop it unread, and the caller
+    would wait out its timeout): it is refused before it is sent, and nothing runs."""
+    await harness.serve(probe.worker(), "w1")
+    stranger = harness.new_transport(b"another-secret-that-no-worker-has-0123")
+    with pytest.raises(DittoError) as raised, anyio.fail_after(MARGIN):
+        await stranger.call(envelope(stranger), 60.0)
+    assert raised.value.code == ErrorCode.REMOTE_KEY_MISMATCH
+    assert not raised.value.retryable
+    assert probe.runs == Counter()
+    assert (await call(harness.transport, envelope(harness.transport))).status == "success"
+
+
 async def test_a_stopped_worker_is_no_longer_live(harness: Harness, probe: Probe) -> None:
     served = await harness.serve(probe.worker(), "w1")
     assert (await call(harness.transport, envelope(harness.transport))).status == "success"
