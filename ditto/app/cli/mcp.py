@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
 
 from ditto.app.cli.memory_common import ConfigOption
 from ditto.app.cli.output import errors, settings_or_exit
+from ditto.extras import install_hint
+
+if TYPE_CHECKING:
+    from ditto.app.tools import MemoryToolkit
+
+TOKEN_VARIABLE = "DITTO_MCP_TOKEN"
+"""The bearer token HTTP clients must send; required off loopback. Read from the environment
+only (never an option: a command line shows in ``ps``)."""
 
 mcp_app = typer.Typer(help="Serve the memory tools to MCP clients.", no_args_is_help=True)
 
@@ -35,7 +46,9 @@ def serve(
 ) -> None:
     """Serve the memory tools (PRX's and PAR's) and the records (memory://NAMESPACE/KEY) to an
     MCP client, on the store ditto.yaml configures. Over HTTP the endpoint is
-    http://HOST:PORT/mcp. Logs go to stderr; stdout carries the protocol only."""
+    http://HOST:PORT/mcp; with DITTO_MCP_TOKEN set every request needs
+    "Authorization: Bearer <token>", and a non-loopback --host requires it. The store opens on
+    the first request that needs it. Logs go to stderr; stdout carries the protocol only."""
     if transport not in ("stdio", "http"):
         errors.print(f"unknown transport {transport!r}: use stdio or http", highlight=False)
         raise typer.Exit(2)
@@ -43,27 +56,53 @@ def serve(
         from ditto.app.tools import mcp_server
     except ImportError:
         errors.print(
-            "the MCP server needs the mcp extra: pip install 'ditto-runtime[mcp]'",
+            f"the MCP server needs the mcp extra: {install_hint('mcp')}",
             markup=False,
             highlight=False,
         )
         raise typer.Exit(2) from None
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    if transport == "http" and token is None and not mcp_server.is_loopback(host):
+        errors.print(
+            f"refusing to serve MCP on {host}, which is not a loopback address, without "
+            f"authentication: set {TOKEN_VARIABLE}",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
     settings = settings_or_exit(config)
 
-    async def main() -> None:
+    @asynccontextmanager
+    async def open_toolkit() -> AsyncIterator[MemoryToolkit]:
+        # Imported here: the runtime, its store and their dependencies load on first use, so
+        # `initialize` is answered without waiting for them.
         from ditto.app.bootstrap import open_runtime
         from ditto.app.tools import MemoryToolkit
 
         async with open_runtime(settings) as runtime:
-            toolkit = MemoryToolkit(
+            yield MemoryToolkit(
                 runtime, principal=principal, namespace=namespace, session_id=session
             )
-            server = mcp_server.create_mcp_server(toolkit)
-            if transport == "stdio":
-                await mcp_server.serve_stdio(server)
-            else:
-                errors.print(f"MCP over HTTP at http://{host}:{port}/mcp", highlight=False)
-                await mcp_server.serve_http(server, host, port)
+
+    async def main() -> None:
+        toolkit = mcp_server.LazyToolkit(open_toolkit)
+        server = mcp_server.create_mcp_server(toolkit)
+        async with anyio.create_task_group() as group:
+            group.start_soon(toolkit.run)
+            try:
+                if transport == "stdio":
+                    await mcp_server.serve_stdio(server)
+                else:
+                    if not mcp_server.is_loopback(host):
+                        errors.print(
+                            f"MCP on {host} accepts any Host header; every request needs the "
+                            "bearer token",
+                            highlight=False,
+                        )
+                    errors.print(f"MCP over HTTP at http://{host}:{port}/mcp", highlight=False)
+                    await mcp_server.serve_http(server, host, port, token)
+            finally:
+                toolkit.close()
 
     try:
         anyio.run(main)

@@ -126,12 +126,13 @@ PRX_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "memory_recall",
         "Recall memories relevant to a question or topic (keywords or natural language), most "
-        "relevant first.",
+        "relevant first. Past conversation turns are not memories: use search_history.",
         RecallArguments,
     ),
     ToolSpec(
         "memory_search",
-        "Search all memories by keywords and meaning, optionally in one category.",
+        "Search all memories by keywords and meaning, optionally in one category (past "
+        "conversation turns only with category 'conversation', or use search_history).",
         SearchArguments,
     ),
     ToolSpec("memory_get", "Read one memory by its exact key.", KeyArguments),

@@ -2,13 +2,15 @@
 
 Every tool call is one ``runtime.invoke`` of a MEMORY node with the toolkit's principal, so
 access control, audit and usage tracking apply exactly as they do to the application's own
-calls. A call never raises: its result is a small dict a model can read, and every failure is
-``{"error": {"code": ..., "message": ...}}`` with the runtime's stable codes.
+calls. A call never raises (only its caller's cancellation propagates): its result is a small
+dict a model can read, and every failure is ``{"error": {"code": ..., "message": ...}}`` with
+the runtime's stable codes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,18 +32,23 @@ from ditto.app.tools.specs import (
     mcp_tools,
     openai_tools,
 )
-from ditto.errors import ErrorCode
+from ditto.errors import DittoError, ErrorCode
 from workers.memory.model.contracts import MemoryItem, SearchHit
 
 if TYPE_CHECKING:
     from ditto import Ditto
 
-__all__ = ("CONVERSATION", "MemoryToolkit", "text_of")
+__all__ = ("CONVERSATION", "DEFAULT_MAX_VALUE_BYTES", "MemoryToolkit", "text_of")
+
+logger = logging.getLogger(__name__)
 
 CONVERSATION = "conversation"
 """The category of conversation turns (``save_turn``, ``search_history``)."""
 _LISTED_CHARS = 500
 """Content longer than this is cut in recall and search results (``memory_get`` gives it all)."""
+DEFAULT_MAX_VALUE_BYTES = 64 * 1024
+"""The largest value a tool stores (``memory_store``'s value, ``remember_memory``'s content and
+summary), in UTF-8 bytes: 64 KiB. A model that pastes a whole file into memory is refused."""
 
 Result = dict[str, Any]
 FORBIDDEN = ErrorCode.FORBIDDEN
@@ -77,6 +84,11 @@ class MemoryToolkit:
         families: Which sets to offer: ``"prx"``, ``"par"`` or both.
         min_relevance: ``memory_recall`` and ``recall_memory`` drop hits scoring below it (PRX's
             threshold; scores are calibrated to [0, 1] with or without an embedder).
+        max_value_bytes: The largest value a tool stores, in UTF-8 bytes
+            (:data:`DEFAULT_MAX_VALUE_BYTES`); a larger one is refused with ``INVALID_INPUT``.
+
+    Raises:
+        ValueError: An unknown family, or a ``max_value_bytes`` below 1.
     """
 
     def __init__(
@@ -88,11 +100,15 @@ class MemoryToolkit:
         session_id: str | None = None,
         families: Iterable[str] = ("prx", "par"),
         min_relevance: float | None = 0.3,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         chosen = set(families)
         unknown = chosen - {"prx", "par"}
         if unknown:
             raise ValueError(f"unknown tool family {sorted(unknown)[0]!r}; use prx or par")
+        if max_value_bytes < 1:
+            raise ValueError(f"max_value_bytes must be at least 1, not {max_value_bytes}")
+        self.max_value_bytes = max_value_bytes
         self.runtime = runtime
         self.principal = principal
         self.namespace = namespace
@@ -132,25 +148,61 @@ class MemoryToolkit:
 
     # ----------------------------------------------------------------- calling them
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> Result:
+    async def call(self, name: object, arguments: object = None) -> Result:
         """Run one tool call (``arguments`` as a mapping or the JSON text a model API gives).
 
+        Total: whatever ``name`` and ``arguments`` hold (a list, a number, text that is not
+        JSON or not Unicode, nesting too deep) and whatever the runtime does (refuses, fails,
+        is closed), the result is a dict; only the caller's cancellation propagates.
+
         Returns:
-            The tool's result, or ``{"error": {"code", "message"}}``; never raises for a bad
-            call, a refusal or a failing store.
+            The tool's result, or ``{"error": {"code", "message"}}``: ``INVALID_INPUT`` for an
+            unknown tool, arguments that are not a JSON object matching the tool's schema, or a
+            value over ``max_value_bytes``; ``RUNTIME_CLOSED`` once the runtime is closed; the
+            runtime's code for a refusal (``FORBIDDEN``) or a failing store; ``INTERNAL_ERROR``
+            (details in the log) for anything unexpected.
         """
-        spec = TOOLS.get(name)
+        try:
+            return await self._call(name, arguments)
+        except DittoError as exc:
+            return _error(exc.code, exc.message)
+        except Exception:
+            logger.exception("memory tool %s failed", name if isinstance(name, str) else "?")
+            return _error(ErrorCode.INTERNAL_ERROR, "the tool failed unexpectedly (see the log)")
+
+    async def _call(self, name: object, arguments: object) -> Result:
+        spec = TOOLS.get(name) if isinstance(name, str) else None
         if spec is None or spec not in self._specs:
             offered = ", ".join(spec.name for spec in self._specs)
-            return _error(ErrorCode.INVALID_INPUT, f"unknown tool {name!r}; tools: {offered}")
+            shown = repr(name) if isinstance(name, str) else f"of type {type(name).__name__}"
+            return _error(ErrorCode.INVALID_INPUT, f"unknown tool {shown[:100]}; tools: {offered}")
         try:
-            if isinstance(arguments, str | bytes):
-                parsed = msgspec.json.decode(arguments or b"{}", type=spec.arguments)
-            else:
-                parsed = msgspec.convert(dict(arguments or {}), spec.arguments)
+            parsed = _parse_arguments(arguments, spec.arguments)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            return _error(ErrorCode.INVALID_INPUT, f"{name}: {exc}")
-        return await self._handlers[name](parsed)
+            return _error(ErrorCode.INVALID_INPUT, f"{spec.name}: {exc}")
+        except UnicodeError:
+            return _error(
+                ErrorCode.INVALID_INPUT, f"{spec.name}: the arguments are not valid Unicode"
+            )
+        except RecursionError:
+            return _error(
+                ErrorCode.INVALID_INPUT, f"{spec.name}: the arguments are nested too deep"
+            )
+        return await self._handlers[spec.name](parsed)
+
+    def _too_large(self, tool: str, field: str, text: str | None) -> Result | None:
+        """The ``INVALID_INPUT`` result for a value over ``max_value_bytes``, else ``None``."""
+        # Four UTF-8 bytes per character at most: most values skip the encoding.
+        if text is None or len(text) * 4 <= self.max_value_bytes:
+            return None
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size <= self.max_value_bytes:
+            return None
+        return _error(
+            ErrorCode.INVALID_INPUT,
+            f"{tool}: {field} is {size:,} bytes; the limit is {self.max_value_bytes:,} bytes "
+            "(max_value_bytes)",
+        )
 
     async def _invoke(self, node: str, payload: dict[str, Any]) -> Any:
         return await self.runtime.invoke(node, payload, principal=self.principal)
@@ -165,6 +217,9 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PRX
 
     async def _memory_store(self, arguments: StoreArguments) -> Result:
+        refused = self._too_large("memory_store", "value", arguments.value)
+        if refused is not None:
+            return refused
         draft = self._draft(key=arguments.key, content=arguments.value, category=arguments.category)
         output = await self._run("MEMORY.WRITE", {"memories": [draft], "mode": "upsert"})
         if isinstance(output, dict):
@@ -174,11 +229,20 @@ class MemoryToolkit:
 
     async def _memory_recall(self, arguments: RecallArguments) -> Result:
         return await self._search(
-            arguments.query, arguments.max_results, {}, min_score=self.min_relevance
+            arguments.query,
+            arguments.max_results,
+            {},
+            min_score=self.min_relevance,
+            turns=False,
         )
 
     async def _memory_search(self, arguments: SearchArguments) -> Result:
-        narrowed = {} if arguments.category is None else {"category": arguments.category}
+        # Memories, not the transcript (search_history searches that), unless the model asks
+        # for the conversation category: a forgotten preference must not come back from the
+        # turn in which the user stated it.
+        if arguments.category is None:
+            return await self._search(arguments.query, arguments.max_results, {}, turns=False)
+        narrowed = {"category": arguments.category}
         return await self._search(arguments.query, arguments.max_results, narrowed)
 
     async def _memory_get(self, arguments: KeyArguments) -> Result:
@@ -208,6 +272,10 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PAR
 
     async def _remember_memory(self, arguments: RememberArguments) -> Result:
+        refused = self._too_large("remember_memory", "content", arguments.content)
+        refused = refused or self._too_large("remember_memory", "summary", arguments.summary)
+        if refused is not None:
+            return refused
         draft = self._draft(
             content=arguments.content, summary=arguments.summary, tags=arguments.categories
         )
@@ -248,10 +316,13 @@ class MemoryToolkit:
         *,
         min_score: float | None = None,
         strategy: str | None = None,
+        turns: bool = True,
     ) -> Result:
+        """One MEMORY.SEARCH; ``turns=False`` leaves out saved conversation turns (fetching
+        more, so that ``limit`` memories can still come back)."""
         request: dict[str, Any] = {
             "query": query,
-            "limit": limit,
+            "limit": limit if turns else min(limit * 3, 10_000),
             "filter": {"namespace": self.namespace, **narrowed},
         }
         if strategy is not None:
@@ -261,7 +332,32 @@ class MemoryToolkit:
         output = await self._run("MEMORY.SEARCH", request)
         if isinstance(output, dict):
             return output
-        return {"memories": [_listed(hit) for hit in output.hits]}
+        hits = output.hits
+        if not turns:
+            hits = [hit for hit in hits if hit.memory.category != CONVERSATION][:limit]
+        return {"memories": [_listed(hit) for hit in hits]}
+
+
+def _parse_arguments(arguments: object, kind: type[Any]) -> Any:
+    """``arguments`` (a mapping, its JSON text or ``None``) converted to the tool's Struct.
+
+    Raises:
+        msgspec.ValidationError: Not an object, or not one the schema accepts.
+        msgspec.DecodeError: Text that is not JSON.
+        UnicodeError: Text holding a lone surrogate.
+        RecursionError: A mapping nested deeper than the converter goes.
+    """
+    if arguments is None:
+        return msgspec.convert({}, kind)
+    if isinstance(arguments, str):
+        arguments = arguments.encode("utf-8")
+    if isinstance(arguments, bytes | bytearray | memoryview):
+        return msgspec.json.decode(bytes(arguments) or b"{}", type=kind)
+    if not isinstance(arguments, Mapping):
+        raise msgspec.ValidationError(
+            f"the arguments are a JSON object, not {type(arguments).__name__}"
+        )
+    return msgspec.convert(dict(arguments), kind)
 
 
 def _listed(hit: SearchHit) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def test_search_explain_shows_each_hits_rank(tmp_path: Path) -> None:
     assert [explain["keyword_rank"] for explain in explains] == [1, 2]
     assert all(explain["strategy"] == "keyword" for explain in explains)
     table = invoke_cli("memory", "search", "tea", "--explain", "--config", str(config))
-    assert "keyword_rank=1" in table.stdout
+    assert "keyword rank: 1" in table.stdout
 
 
 @pytest.mark.postgres

@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
+import httpx2
 from jsonschema import Draft202012Validator
 from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -104,7 +105,7 @@ async def exercise(session: ClientSession) -> None:
     with pytest.raises(MCPError, match="NOT_FOUND"):
         await session.read_resource("memory://default/nothing-here")
     templates = await session.list_resource_templates()
-    assert templates.resource_templates[0].uri_template == "memory://{namespace}/{key}"
+    assert templates.resource_templates[0].uri_template == "memory://default/{key}"
 
     forgotten = _payload(await session.call_tool("memory_forget", {"key": "user_timezone"}))
     assert forgotten == {"forgotten": True, "key": "user_timezone"}
@@ -122,40 +123,134 @@ async def test_stdio_server_process(tmp_path: Path) -> None:
             await exercise(session)
 
 
-async def test_http_server_process(tmp_path: Path) -> None:
+@asynccontextmanager
+async def http_server(folder: Path, **env: str) -> AsyncIterator[str]:
+    """``ditto mcp serve --transport http`` on a free loopback port: its endpoint's URL, once
+    it listens. Its standard error is kept in ``folder/stderr.txt``."""
     port = free_port()
     command = [
         *ditto_command(),
         *("mcp", "serve", "--transport", "http", "--port", str(port)),
-        *("--config", str(_config(tmp_path))),
+        *("--config", str(_config(folder))),
     ]
-    process = await anyio.open_process(
-        command,
-        cwd=tmp_path,
-        env={**os.environ, "DITTO_MCP_SESSION": "chat-1"},
-        stdout=None,
-        stderr=None,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
+    with (folder / "stderr.txt").open("wb") as stderr:
+        process = await anyio.open_process(
+            command,
+            cwd=folder,
+            env={**os.environ, "DITTO_MCP_SESSION": "chat-1", **env},
+            stdout=None,
+            stderr=stderr,
+        )
+        try:
+            with anyio.fail_after(60):
+                while True:  # wait until it listens
+                    try:
+                        await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                        break
+                    except OSError:
+                        assert process.returncode is None, "the server exited"
+                        await anyio.sleep(0.1)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            process.terminate()
+            with anyio.fail_after(10):
+                await process.wait()
+
+
+async def test_http_server_process(tmp_path: Path) -> None:
+    async with http_server(tmp_path) as url:
         with anyio.fail_after(60):
-            while True:  # wait until it listens
-                try:
-                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
-                    break
-                except OSError:
-                    assert process.returncode is None, "the server exited"
-                    await anyio.sleep(0.1)
             async with (
                 streamable_http_client(url) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
                 await exercise(session)
-    finally:
-        process.terminate()
-        with anyio.fail_after(10):
-            await process.wait()
+
+
+_TOKEN = "s3cret-token-for-the-test"
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def test_http_with_a_token_refuses_every_request_without_it(tmp_path: Path) -> None:
+    async with http_server(tmp_path, DITTO_MCP_TOKEN=_TOKEN) as url:
+        with anyio.fail_after(60):
+            async with httpx2.AsyncClient() as client:
+                for authorization in (None, "Bearer wrong", f"Basic {_TOKEN}", _TOKEN, "bearer x"):
+                    headers = dict(_HEADERS)
+                    if authorization is not None:
+                        headers["Authorization"] = authorization
+                    for method in ("POST", "GET", "DELETE"):
+                        refused = await client.request(
+                            method, url, json=_INITIALIZE, headers=headers
+                        )
+                        assert refused.status_code == 401, (method, authorization)
+                        assert refused.headers["www-authenticate"].startswith("Bearer")
+                        assert _TOKEN not in refused.text
+            authorised = httpx2.AsyncClient(headers={"Authorization": f"Bearer {_TOKEN}"})
+            async with (
+                authorised,
+                streamable_http_client(url, http_client=authorised) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+    assert _TOKEN not in (tmp_path / "stderr.txt").read_text()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "example.com"])
+def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host: str) -> None:
+    environment = {key: value for key, value in os.environ.items() if key != "DITTO_MCP_TOKEN"}
+    completed = subprocess.run(
+        [*ditto_command(), "mcp", "serve", "--transport", "http", "--host", host],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert len(completed.stderr.strip().splitlines()) == 1
+    assert "DITTO_MCP_TOKEN" in completed.stderr
+    assert host in completed.stderr
+
+
+async def test_resources_are_confined_to_the_servers_namespace(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with stdio_session(tmp_path, "--namespace", "alice", "--principal", "alice") as alice:
+            assert not (
+                await alice.call_tool("memory_store", {"key": "secret", "value": "a"})
+            ).is_error
+        async with stdio_session(tmp_path, "--principal", "bob") as bob:
+            stored = await bob.call_tool("memory_store", {"key": "mine", "value": "b"})
+            assert not stored.is_error
+            listed = await bob.list_resources()
+            assert [str(r.uri) for r in listed.resources] == ["memory://default/mine"]
+            assert (await bob.read_resource("memory://default/mine")).contents[0].text == "b"
+            for uri, code in (
+                ("memory://alice/secret", "FORBIDDEN"),
+                ("memory://%61lice/secret", "FORBIDDEN"),
+                ("memory://default/..%2Falice%2Fsecret", "INVALID_INPUT"),
+                ("memory://default/mine%2F..%2F..%2Falice%2Fsecret", "INVALID_INPUT"),
+                ("memory://default/..", "INVALID_INPUT"),
+                ("memory://default/mine?namespace=alice", "INVALID_INPUT"),
+                ("memory://default/mine#fragment", "INVALID_INPUT"),
+                ("memory://default/mine/..", "INVALID_INPUT"),
+                ("file:///etc/passwd", "INVALID_INPUT"),
+            ):
+                with pytest.raises(MCPError, match=code):
+                    await bob.read_resource(uri)
 
 
 def test_an_unknown_transport_is_a_usage_error(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from ditto.app.tools import (
     openai_tools,
     save_turn,
 )
+from ditto.app.tools.toolkit import DEFAULT_MAX_VALUE_BYTES
 from workers.memory import AccessPolicy, InProcessMemoryStore, create_memory_worker
 
 pytestmark = pytest.mark.anyio
@@ -155,3 +156,85 @@ async def test_tools_export_in_each_api_shape(runtime: Ditto) -> None:
     assert store["inputSchema"]["required"] == ["key", "value"]
     assert store["inputSchema"]["properties"]["category"]["default"] == "core"
     assert store["annotations"]["readOnlyHint"] is False
+
+
+def _nested_mapping(depth: int) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for _ in range(depth):
+        nested = {"k": nested}
+    return nested
+
+
+async def test_a_call_is_total_whatever_it_is_given(runtime: Ditto) -> None:
+    tools = MemoryToolkit(runtime)
+    hostile: list[tuple[Any, Any]] = [
+        ("memory_get", [1, 2]),
+        ("memory_get", 123),
+        ("memory_get", '{"key": "\ud800"}'),  # JSON text holding a lone surrogate
+        ("memory_get", '{"key": "\\ud800"}'),  # ... and its escape
+        ("memory_get", b"\xff\xfe"),
+        ("memory_get", {"key": _nested_mapping(100_000)}),
+        ("memory_get", "[" * 100_000),
+        ("memory_store", {"key": "\ud800", "value": "v"}),
+        (["memory_get"], {"key": "k"}),  # a list as the tool's name
+        (None, None),
+        ({"name": "memory_get"}, {}),
+    ]
+    for name, arguments in hostile:
+        result = await tools.call(name, arguments)
+        assert result["error"]["code"] == "INVALID_INPUT", (name, result)
+        assert isinstance(result["error"]["message"], str)
+
+
+async def test_a_call_on_a_closed_runtime_is_an_error_result() -> None:
+    async with create_ditto(workers=[create_memory_worker(InProcessMemoryStore())]) as runtime:
+        tools = MemoryToolkit(runtime)
+    assert (await tools.call("memory_get", {"key": "k"}))["error"]["code"] == "RUNTIME_CLOSED"
+
+
+async def test_a_stored_value_over_the_cap_is_refused_naming_the_limit(runtime: Ditto) -> None:
+    tools = MemoryToolkit(runtime)
+    assert tools.max_value_bytes == DEFAULT_MAX_VALUE_BYTES == 64 * 1024
+    at_cap = "é" * (DEFAULT_MAX_VALUE_BYTES // 2)  # two UTF-8 bytes each: exactly the cap
+    assert "stored" in await tools.call("memory_store", {"key": "k", "value": at_cap})
+    for name, arguments in (
+        ("memory_store", {"key": "k", "value": at_cap + "a"}),
+        ("remember_memory", {"content": "x" * (DEFAULT_MAX_VALUE_BYTES + 1)}),
+        ("remember_memory", {"content": "x", "summary": "😀" * DEFAULT_MAX_VALUE_BYTES}),
+        ("memory_store", json.dumps({"key": "k", "value": "x" * 20_000_000})),
+    ):
+        refused = await tools.call(name, arguments)
+        assert refused["error"]["code"] == "INVALID_INPUT", name
+        assert "65,536 bytes" in refused["error"]["message"]
+    assert (await tools.call("memory_get", {"key": "k"}))["content"] == at_cap  # untouched
+
+    small = MemoryToolkit(runtime, max_value_bytes=10)
+    assert "stored" in await small.call("memory_store", {"key": "s", "value": "x" * 10})
+    refused = await small.call("memory_store", {"key": "s", "value": "x" * 11})
+    assert "the limit is 10 bytes" in refused["error"]["message"]
+    with pytest.raises(ValueError, match="max_value_bytes"):
+        MemoryToolkit(runtime, max_value_bytes=0)
+
+
+async def test_a_forgotten_preference_does_not_come_back_from_the_conversation(
+    runtime: Ditto,
+) -> None:
+    """The user states a preference (a saved turn), the agent stores it, the user asks to forget
+    it: recall and search no longer surface it — the turn stays in the transcript, found by
+    search_history or an explicit category='conversation' search."""
+    toolkit = MemoryToolkit(runtime, principal="alice", session_id="chat-1")
+    await save_turn(toolkit, "user", "I prefer tabs over spaces for indentation.")
+    await toolkit.call("memory_store", {"key": "code_style", "value": "prefers tabs"})
+    forgot = await toolkit.call("memory_forget", {"key": "code_style"})
+    assert forgot["forgotten"] is True
+    for tool in ("memory_search", "memory_recall"):
+        found = await toolkit.call(tool, {"query": "tabs indentation"})
+        assert found == {"memories": []}, (tool, found)
+    turns = await toolkit.call("search_history", {"query": "tabs indentation"})
+    assert [memory["content"] for memory in turns["memories"]] == [
+        "I prefer tabs over spaces for indentation."
+    ]
+    explicit = await toolkit.call(
+        "memory_search", {"query": "tabs indentation", "category": "conversation"}
+    )
+    assert len(explicit["memories"]) == 1
