@@ -55,7 +55,14 @@ _B = 0.75
 
 def idf(documents: int, containing: int) -> float:
     """BM25's inverse document frequency as FTS5 computes it: ``log((N - n + 0.5) / (n + 0.5))``
-    for ``n`` of ``N`` documents containing the term, floored just above 0."""
+    for ``n`` of ``N`` documents containing the term, floored just above 0.
+
+    Total: defined for every ``N >= 0`` and ``n >= 0``. A count read after ``N`` (or estimated
+    apart from it) may exceed it; ``n`` is then taken as ``N``, a term in every document,
+    which the floor weighs as FTS5 weighs one (the stores keep their counts within ``N``
+    themselves; this is the last guard against a logarithm of a negative number)."""
+    documents = max(documents, 0)
+    containing = min(max(containing, 0), documents)
     return max(math.log((documents - containing + 0.5) / (containing + 0.5)), 1e-6)
 
 
@@ -68,7 +75,8 @@ def calibrated(score: float, ideal: float) -> float:
     words that carry half the query's IDF, about 0.39; a record matching nothing, 0. The same
     thresholds (``min_score``) therefore mean the same on every store and corpus size, and
     beside the vector leg's cosine similarity."""
-    if ideal <= 0 or score <= 0:
+    # Written so that NaN (and an infinite ideal) score 0 instead of leaving [0, 1].
+    if not (score > 0 and 0 < ideal < math.inf):
         return 0.0
     return 1.0 - math.exp(-score / ideal)
 

@@ -20,7 +20,9 @@ means the same here and on SQLite.
 What is estimated, and cached, per store:
 
 * ``N``: ``count(*)``, cached ``_COUNT_TTL`` seconds; once ``pg_class.reltuples`` (kept by
-  (auto)vacuum and analyze) reaches ``_COUNTED_UP_TO`` records, that estimate instead.
+  (auto)vacuum and analyze) reaches ``_COUNTED_UP_TO`` records, that estimate instead. Never
+  below a term count ``n`` the search scores with (those are cached apart, and may be newer):
+  a cached ``N`` below one is read again, and raised to it if still below, so ``n <= N``.
 * ``n``: exact from the GIN index up to the budget (the count the plan makes anyway, cached
   ``_COUNT_TTL`` seconds). Above it, ANALYZE's ``most_common_elem_freqs`` for ``tsv`` times
   ``N`` when the term is among them (a sample of 30,000 rows at the default statistics

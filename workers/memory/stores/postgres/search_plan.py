@@ -84,12 +84,14 @@ class KeywordPlanner(KeywordStatistics):
         counted: dict[str, int] = {}
         for word in words:
             counted.update(zip(found[word].terms, found[word].counts, strict=True))
-        documents = await self.documents(connection)
-        weights: dict[str, float] = {}
+        # N and the counts are cached (and counted) apart: N is raised to them, so n <= N.
+        documents = await self.documents(connection, max(counted.values(), default=0))
+        frequency = dict(counted)
         for term, count in counted.items():
             if count > self.budget:
-                count = await self.frequency(connection, term, documents)
-            weights[term] = idf(documents, count)
+                frequency[term] = await self.frequency(connection, term, documents)
+        documents = await self.documents(connection, max(frequency.values(), default=0))
+        weights = {term: idf(documents, count) for term, count in frequency.items()}
         return KeywordPlan(
             kept=any_query(kept),
             every=any_query([query for _, _, query in sized]),

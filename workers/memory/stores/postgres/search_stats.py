@@ -99,13 +99,23 @@ class KeywordStatistics:
                     self._words[word] = (found[word], now)
         return found
 
-    async def documents(self, connection: Connection) -> int:
-        """``N``: the records in the table (counted, or estimated in a large table)."""
+    async def documents(self, connection: Connection, at_least: int = 0) -> int:
+        """``N``: the records in the table (counted, or estimated in a large table), never
+        below ``at_least``.
+
+        ``at_least`` is the largest term count the caller scores with: counted apart from
+        ``N`` (later, or exactly where ``N`` is an estimate), it may exceed it, and BM25 needs
+        ``n <= N``. A cached ``N`` below it is read again (the table grew since), and the new
+        one raised to it when still below (the estimate lags, or records were deleted after
+        the term was counted): the table holds at least as many records as a term does.
+        """
         now = monotonic()
-        if self._documents is None or now - self._documents[1] >= _COUNT_TTL:
+        cached = self._documents
+        if cached is None or now - cached[1] >= _COUNT_TTL or cached[0] < at_least:
             count = await connection.fetchval(self._documents_sql)
-            self._documents = (max(int(count), 0), now)
-        return self._documents[0]
+            cached = (max(int(count), at_least, 0), now)
+            self._documents = cached
+        return cached[0]
 
     async def average(self, connection: Connection, documents: int) -> float:
         """The average record length in lexeme positions, measured on a sample."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from time import monotonic
 from typing import Any
 
@@ -60,21 +61,40 @@ def prepare_connection(connection: sqlite3.Connection) -> None:
     )
 
 
+@dataclass(slots=True)
+class _Statistics:
+    """BM25's statistics as one snapshot of the index saw them (every count within ``N``)."""
+
+    documents: int
+    """``N``: the records in the index."""
+    frequency: dict[str, int]
+    """Documents containing each term, for terms the index holds (absent ones are looked up
+    again: a term may be written any moment)."""
+    taken: float
+    """When ``documents`` was counted (``monotonic``)."""
+
+    def keep(self, counts: dict[str, int]) -> None:
+        """Add the terms' counts (each at most ``documents``) that are not 0."""
+        self.frequency.update((term, count) for term, count in counts.items() if count)
+
+
 class KeywordPlanner:
     """Plans keyword searches on one connection (so one thread), caching what it learns.
 
-    Tokenizing a word never changes, so it is cached for good. Document frequencies change
-    with writes, so positive ones are cached for ``_FREQUENCY_TTL`` seconds: a plan only needs
-    them roughly right, and a stale one costs a little speed, never a result (terms not in the
-    index are never cached, so a word written a moment ago is found at once).
+    Tokenizing a word never changes, so it is cached for good. ``N`` and the document
+    frequencies change with writes, so they are cached together, as one snapshot, for
+    ``_FREQUENCY_TTL`` seconds: a plan only needs them roughly right, and a stale one costs a
+    little speed, never a result (terms not in the index are never cached, so a word written a
+    moment ago is found at once). The snapshot keeps BM25's ``n <= N``: it is read in one
+    statement, and a term counted later that more documents hold than its ``N`` (the store grew
+    since) replaces it with a new one.
     """
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         prepare_connection(connection)
         self.connection = connection
         self._terms: dict[str, tuple[str, ...]] = {}
-        self._frequency: dict[str, tuple[int, float]] = {}
-        self._documents: tuple[int, float] | None = None
+        self._statistics: _Statistics | None = None
 
     def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """The index terms (stemmed by FTS5 itself) of each word."""
@@ -96,45 +116,61 @@ class KeywordPlanner:
                 self._terms[word] = tuple(found.get(position, ()))
         return [self._terms[word] for word in words]
 
+    def statistics(self, terms: set[str]) -> tuple[int, dict[str, int]]:
+        """``N`` (records in the index) and the documents containing each term (0 for terms
+        not in the index), from one cached snapshot: no count exceeds ``N``."""
+        now = monotonic()
+        cached = self._statistics
+        if (
+            cached is None
+            or now - cached.taken >= _FREQUENCY_TTL
+            or len(cached.frequency) + len(terms) > _CACHE_ENTRIES
+        ):
+            cached = self._snapshot(terms, now)
+        elif missing := sorted(terms - cached.frequency.keys()):
+            counts = self._counts(missing)
+            if max(counts.values(), default=0) > cached.documents:
+                # Written since N was counted: N and these counts would disagree (n > N).
+                cached = self._snapshot(terms, now)
+            else:
+                cached.keep(counts)
+        return cached.documents, {term: cached.frequency.get(term, 0) for term in terms}
+
     def frequencies(self, terms: set[str]) -> dict[str, int]:
         """Documents containing each term (0 for terms not in the index)."""
-        now = monotonic()
-        fresh = {
-            term: entry[0]
-            for term in terms
-            if (entry := self._frequency.get(term)) is not None and now - entry[1] < _FREQUENCY_TTL
-        }
-        stale = sorted(terms - fresh.keys())
-        if stale:
-            counts = dict.fromkeys(stale, 0)
-            marks = ", ".join("?" * len(stale))
-            counts.update(
-                self.connection.execute(
-                    f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", stale
-                ).fetchall()
-            )
-            if len(self._frequency) + len(stale) > _CACHE_ENTRIES:
-                self._frequency.clear()
-            for term, count in counts.items():
-                if count:  # an absent term is looked up again: it may be written any moment
-                    self._frequency[term] = (count, now)
-            fresh.update(counts)
-        return fresh
+        return self.statistics(terms)[1] if terms else {}
 
-    def documents(self) -> int:
-        """Records in the index (cached like the frequencies: BM25's ``N``)."""
-        now = monotonic()
-        if self._documents is None or now - self._documents[1] >= _FREQUENCY_TTL:
-            (count,) = self.connection.execute("SELECT count(*) FROM memories").fetchone()
-            self._documents = (int(count), now)
-        return self._documents[0]
+    def _counts(self, terms: Sequence[str]) -> dict[str, int]:
+        """Documents containing each term, counted now."""
+        marks = ", ".join("?" * len(terms))
+        counts = dict.fromkeys(terms, 0)
+        counts.update(
+            self.connection.execute(
+                f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", terms
+            ).fetchall()
+        )
+        return counts
+
+    def _snapshot(self, terms: set[str], now: float) -> _Statistics:
+        """``N`` and the terms' counts read in one statement, so from one database snapshot
+        (the records and their index entries are written in the same transaction)."""
+        marks = ", ".join("?" * len(terms))
+        rows = self.connection.execute(
+            "SELECT NULL, count(*) FROM memories UNION ALL "
+            f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})",
+            sorted(terms),
+        ).fetchall()
+        documents = next(int(count) for term, count in rows if term is None)
+        statistics = _Statistics(documents, {}, now)
+        statistics.keep({term: int(count) for term, count in rows if term is not None})
+        self._statistics = statistics
+        return statistics
 
     def ideal(self, words: Sequence[str]) -> float:
         """The sum of the words' IDFs (see ``search.keyword.calibrated``); a word whose terms
         are not in the index has the highest IDF there is."""
         terms_of = self.terms(words)
-        frequency = self.frequencies({term for terms in terms_of for term in terms})
-        total = self.documents()
+        total, frequency = self.statistics({term for terms in terms_of for term in terms})
         return sum(
             idf(total, min(frequency[term] for term in terms)) for terms in terms_of if terms
         )
