@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,9 @@ def test_a_missing_folder_is_an_error_unless_create_is_asked(tmp_path: Path) -> 
 
 
 def test_mypy_catches_a_misspelt_keyword(tmp_path: Path) -> None:
-    snippet = tmp_path / "typo.py"
+    # A module name of its own: mypy's incremental cache (shared by every run in a checkout)
+    # otherwise reports a module named typo at the path an earlier run gave it.
+    snippet = tmp_path / f"typo_{uuid.uuid4().hex}.py"
     snippet.write_text(
         'from ditto import Memory\n\nm = Memory("memory.sqlite")\nm.add("x", kye="k")\n',
         encoding="utf-8",
