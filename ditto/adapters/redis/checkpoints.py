@@ -6,12 +6,16 @@ Keys, under ``prefix``:
   seconds), ``records`` (the count);
 * ``checkpoint-records:<id>`` — a list, one element per record: ``(key, value)`` as one
   MessagePack array;
-* ``checkpoints`` — a sorted set of ids scored by ``updated_at``: the index :meth:`list` reads.
+* ``checkpoints`` — a sorted set of ids scored by ``updated_at``: the index :meth:`list` reads;
+* ``checkpoint-lease:<id>`` and ``checkpoint-lease-token`` — the leases
+  (:mod:`~ditto.adapters.redis.checkpoint_leases`).
 
-``save`` and ``delete`` are one ``MULTI``/``EXEC`` each; ``append`` is one Lua script, so the
-existence check and the push are atomic (a concurrent ``delete`` lands wholly before or wholly
-after it). Every operation touches the shared index, so the keys must live on one node: plain
-Redis, or a Cluster with a hash-tagged prefix such as ``"{ditto}:"``.
+``save``, ``append`` and ``delete`` are one Lua script each, so the checks and the write are
+atomic: an append's existence check and its push (a concurrent ``delete`` lands wholly before
+or wholly after it), and a fenced write's lease check (on the server's clock) and its write, so
+a stale holder never writes after a takeover. Every operation touches the shared index, so the
+keys must live on one node: plain Redis, or a Cluster with a hash-tagged prefix such as
+``"{ditto}:"``.
 
 Durability is Redis's: with AOF ``appendfsync everysec`` (or better) a returned call survives a
 Redis restart; without persistence it does not.
@@ -28,10 +32,19 @@ import msgspec
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
+from ditto.adapters.redis.checkpoint_leases import FENCE_LUA, RedisLeases, busy_from_reply
 from ditto.errors import ErrorCode, ExceptionMapping, map_exceptions
+from ditto.runtime.checkpoints.leases import (
+    checked_fence,
+    checked_holder,
+    checked_lease,
+    checked_ttl,
+    lease_lost,
+)
 from ditto.runtime.checkpoints.port import (
     CheckpointError,
     CheckpointInfo,
+    Lease,
     StoredCheckpoint,
     checked_bytes,
     checked_id,
@@ -42,13 +55,29 @@ from ditto.runtime.checkpoints.port import (
     not_found,
 )
 
-__all__ = ("APPEND_SCRIPT", "RedisCheckpointStore")
+__all__ = ("APPEND_SCRIPT", "DELETE_SCRIPT", "SAVE_SCRIPT", "RedisCheckpointStore")
 
-APPEND_SCRIPT = """
+SAVE_SCRIPT = (
+    FENCE_LUA
+    + """
+if ARGV[5] ~= '' and not fenced(KEYS[3], ARGV[5]) then return 0 end
+redis.call('HSET', KEYS[1], 'scope', ARGV[2], 'envelope', ARGV[3], 'updated_at', ARGV[4])
+redis.call('HSETNX', KEYS[1], 'records', 0)
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+return 1
+"""
+)
+"""KEYS: the hash, the index, the lease; ARGV: the id, scope, envelope, ``updated_at``, the
+fencing token (``""``: none). Returns 0 when the fence is not held (nothing is written)."""
+
+APPEND_SCRIPT = (
+    FENCE_LUA
+    + """
+if ARGV[3] ~= '' and not fenced(KEYS[4], ARGV[3]) then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if #ARGV > 2 then
+if #ARGV > 3 then
   local count = 0
-  for first = 3, #ARGV, 4000 do
+  for first = 4, #ARGV, 4000 do
     count = redis.call('RPUSH', KEYS[2], unpack(ARGV, first, math.min(first + 3999, #ARGV)))
   end
   redis.call('HSET', KEYS[1], 'updated_at', ARGV[2], 'records', count)
@@ -56,9 +85,31 @@ if #ARGV > 2 then
 end
 return 1
 """
-"""KEYS: the hash, the records list, the index; ARGV: the id, ``updated_at``, then one encoded
-record each. Returns 0 when the checkpoint does not exist (nothing is written), else 1.
+)
+"""KEYS: the hash, the records list, the index, the lease; ARGV: the id, ``updated_at``, the
+fencing token (``""``: none), then one encoded record each. Returns -1 when the fence is not
+held, 0 when the checkpoint does not exist (nothing is written either way), else 1.
 ``unpack`` goes in slices: Lua's stack holds about 8,000 values."""
+
+DELETE_SCRIPT = (
+    FENCE_LUA
+    + """
+local held = lease_of(KEYS[4])
+if ARGV[2] ~= '' then
+  if held == nil or held[2] ~= ARGV[2] then return {-1} end
+elseif held then
+  return {-2, held[1], held[3], string.format('%.0f', now_us())}
+end
+local existed = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2], KEYS[4])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return {existed}
+"""
+)
+"""KEYS: the hash, the records list, the index, the lease; ARGV: the id, the fencing token
+(``""``: none). Returns ``{-1}`` when the fence is not held, ``{-2, holder, expires_at, now}``
+without a fence while a lease is live (nothing is deleted either way), else ``{existed}``; the
+lease goes with the checkpoint (released, or expired)."""
 
 _LIST_PAGE = 100
 
@@ -122,7 +173,10 @@ class RedisCheckpointStore:
         self.prefix = prefix
         self.index_key = prefix + "checkpoints"
         self._clock = clock
+        self._save = client.register_script(SAVE_SCRIPT)
         self._append = client.register_script(APPEND_SCRIPT)
+        self._delete = client.register_script(DELETE_SCRIPT)
+        self._leases = RedisLeases(client, prefix)
         self._owns_client = False
         self._closed = False
 
@@ -164,48 +218,92 @@ class RedisCheckpointStore:
         """The records list of ``checkpoint_id``."""
         return f"{self.prefix}checkpoint-records:{checkpoint_id}"
 
+    def lease_key(self, checkpoint_id: str) -> str:
+        """The lease hash of ``checkpoint_id``."""
+        return self._leases.key(checkpoint_id)
+
     # ----------------------------------------------------------------- writes
 
-    async def save(self, checkpoint_id: str, scope: str, envelope: bytes) -> None:
+    async def save(
+        self, checkpoint_id: str, scope: str, envelope: bytes, *, fence: Lease | None = None
+    ) -> None:
         checkpoint_id = checked_id(checkpoint_id)
         scope = checked_scope(scope)
         envelope = checked_bytes(envelope, "an envelope")
+        token = checked_fence(checkpoint_id, fence)
         self._check_open()
-        key = self.checkpoint_key(checkpoint_id)
-        now = float(self._clock())
+        keys = [self.checkpoint_key(checkpoint_id), self.index_key, self.lease_key(checkpoint_id)]
+        arguments: builtins.list[Any] = [checkpoint_id, scope, envelope, float(self._clock())]
+        arguments.append(_token(token))
         with _redis_errors:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping={"scope": scope, "envelope": envelope, "updated_at": now})
-                pipe.hsetnx(key, "records", 0)
-                pipe.zadd(self.index_key, {checkpoint_id: now})
-                await pipe.execute()
+            written = await self._save(keys=keys, args=arguments)
+        if written == 0:
+            raise lease_lost()
 
-    async def append(self, checkpoint_id: str, records: Sequence[tuple[str, bytes]]) -> None:
+    async def append(
+        self,
+        checkpoint_id: str,
+        records: Sequence[tuple[str, bytes]],
+        *,
+        fence: Lease | None = None,
+    ) -> None:
         checkpoint_id = checked_id(checkpoint_id)
         copied = checked_records(records)
+        token = checked_fence(checkpoint_id, fence)
         self._check_open()
-        arguments: builtins.list[Any] = [checkpoint_id, float(self._clock())]
+        arguments: builtins.list[Any] = [checkpoint_id, float(self._clock()), _token(token)]
         arguments.extend(_encode_record(record) for record in copied)
-        keys = [
+        with _redis_errors:
+            written = await self._append(keys=self._keys(checkpoint_id), args=arguments)
+        if written == 0:
+            raise not_found()
+        if written == -1:
+            raise lease_lost()
+
+    async def delete(self, checkpoint_id: str, *, fence: Lease | None = None) -> bool:
+        checkpoint_id = checked_id(checkpoint_id)
+        token = checked_fence(checkpoint_id, fence)
+        self._check_open()
+        with _redis_errors:
+            reply = await self._delete(
+                keys=self._keys(checkpoint_id), args=[checkpoint_id, _token(token)]
+            )
+        if reply[0] == -1:
+            raise lease_lost()
+        if reply[0] == -2:
+            raise busy_from_reply(reply[1], reply[2], reply[3])
+        return bool(reply[0])
+
+    def _keys(self, checkpoint_id: str) -> builtins.list[str]:
+        return [
             self.checkpoint_key(checkpoint_id),
             self.records_key(checkpoint_id),
             self.index_key,
+            self.lease_key(checkpoint_id),
         ]
-        with _redis_errors:
-            written = await self._append(keys=keys, args=arguments)
-        if written == 0:
-            raise not_found()
 
-    async def delete(self, checkpoint_id: str) -> bool:
+    # ----------------------------------------------------------------- leases
+
+    async def acquire(self, checkpoint_id: str, holder: str, ttl: float) -> Lease:
         checkpoint_id = checked_id(checkpoint_id)
+        holder = checked_holder(holder)
+        ttl = checked_ttl(ttl)
         self._check_open()
         with _redis_errors:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.delete(self.checkpoint_key(checkpoint_id))
-                pipe.delete(self.records_key(checkpoint_id))
-                pipe.zrem(self.index_key, checkpoint_id)
-                existed, _, _ = await pipe.execute()
-        return bool(existed)
+            return await self._leases.acquire(checkpoint_id, holder, ttl)
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        lease = checked_lease(lease)
+        ttl = checked_ttl(ttl)
+        self._check_open()
+        with _redis_errors:
+            return await self._leases.renew(lease, ttl)
+
+    async def release(self, lease: Lease) -> None:
+        lease = checked_lease(lease)
+        self._check_open()
+        with _redis_errors:
+            await self._leases.release(lease)
 
     # ----------------------------------------------------------------- reads
 
@@ -283,6 +381,10 @@ class RedisCheckpointStore:
     def _check_open(self) -> None:
         if self._closed:
             raise closed()
+
+
+def _token(token: int | None) -> str:
+    return "" if token is None else str(token)
 
 
 def _info(member: bytes, scope: bytes, score: float, count: bytes | None) -> CheckpointInfo:

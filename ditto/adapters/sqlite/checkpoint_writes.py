@@ -1,8 +1,10 @@
 """The writes of :class:`~ditto.adapters.sqlite.checkpoints.SqliteCheckpointStore`: every job
 queued while the writer thread (:mod:`ditto.adapters.sqlite.writer`, shared with the memory
 store) was busy is committed in one transaction (group commit), each caller settled with its own
-outcome. Also what both of the store's threads share: the schema, how a connection is opened,
-and how a driver failure becomes a store error.
+outcome. Lease operations are jobs of the same queue, and a fenced write checks its lease just
+before it writes, in that transaction (:mod:`ditto.adapters.sqlite.checkpoint_leases`). Also
+what both of the store's threads share: the schema, how a connection is opened, and how a
+driver failure becomes a store error.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from ditto.adapters.sqlite import checkpoint_leases as leases
 from ditto.adapters.sqlite.writer import WriterThread
 from ditto.errors import ErrorCode, ExceptionMapping, translate
 from ditto.runtime.checkpoints.port import CheckpointError, not_found
 
 __all__ = (
+    "ACQUIRE_JOB",
     "APPEND_JOB",
     "DELETE_JOB",
+    "RELEASE_JOB",
+    "RENEW_JOB",
     "SAVE_JOB",
     "SCHEMA",
     "SQLITE_ERRORS",
@@ -30,7 +36,8 @@ __all__ = (
     "connect",
 )
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS checkpoints (
     id TEXT PRIMARY KEY,
     scope TEXT NOT NULL,
@@ -48,8 +55,11 @@ CREATE TABLE IF NOT EXISTS checkpoint_records (
 CREATE UNIQUE INDEX IF NOT EXISTS checkpoint_records_order
     ON checkpoint_records (checkpoint_id, seq);
 """
+    + leases.LEASE_SCHEMA
+)
 """Idempotent: every connection runs it when it opens, so the first one to open a new file
-(writer or reader, this process or another) creates the tables.
+(writer or reader, this process or another) creates the tables, and a file made before a
+table existed (the leases') gets it then: the schema has no version to migrate.
 
 No index covers ``updated_at``: every append moves it, and two indexes on it made each commit
 write two more pages (measured 10–15 µs of a lone append's ~80 µs). ``list`` sorts instead:
@@ -69,9 +79,13 @@ _DELETE = "DELETE FROM checkpoints WHERE id = ?"
 SAVE_JOB: Final = 0
 APPEND_JOB: Final = 1
 DELETE_JOB: Final = 2
+ACQUIRE_JOB: Final = 3
+RENEW_JOB: Final = 4
+RELEASE_JOB: Final = 5
 
-# A job: (kind, checkpoint id, scope | records | None, envelope | None, loop, future).
-Job = tuple[int, str, Any, Any, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+# A job: (kind, checkpoint id, scope | records | holder | lease | released token | None,
+# envelope | ttl | None, fencing token | None, loop, future).
+Job = tuple[int, str, Any, Any, int | None, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 _UNKNOWN: Final = -1
 # Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low byte.
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -166,7 +180,12 @@ class Writer:
         rows: builtins.list[tuple[str, int, str, bytes]] = []
         connection.execute("BEGIN IMMEDIATE")
         try:
-            for position, (kind, checkpoint_id, payload, envelope, _, _) in enumerate(group):
+            for position, (kind, checkpoint_id, payload, envelope, token, _, _) in enumerate(group):
+                if token is not None and kind <= APPEND_JOB:  # a fenced save or append
+                    refused = leases.check_fence(connection, checkpoint_id, token)
+                    if refused is not None:
+                        outcomes[position] = refused
+                        continue
                 if kind == APPEND_JOB:
                     count = counts.get(checkpoint_id, _UNKNOWN)
                     if count == _UNKNOWN:
@@ -188,7 +207,11 @@ class Writer:
                         touched[checkpoint_id][1] = now
                     elif counts.get(checkpoint_id, _UNKNOWN) is None:
                         counts[checkpoint_id] = 0
-                else:
+                elif kind == DELETE_JOB:
+                    refused = leases.check_deletable(connection, checkpoint_id, token)
+                    if refused is not None:
+                        outcomes[position] = refused
+                        continue
                     if rows:
                         connection.executemany(_INSERT, rows)
                         rows.clear()
@@ -196,6 +219,14 @@ class Writer:
                     outcomes[position] = connection.execute(_DELETE, (checkpoint_id,)).rowcount > 0
                     counts[checkpoint_id] = None
                     touched.pop(checkpoint_id, None)
+                elif kind == ACQUIRE_JOB:
+                    outcomes[position] = leases.acquire(
+                        connection, checkpoint_id, payload, envelope
+                    )
+                elif kind == RENEW_JOB:
+                    outcomes[position] = leases.renew(connection, payload, envelope)
+                else:
+                    leases.release(connection, checkpoint_id, payload)
             if rows:
                 connection.executemany(_INSERT, rows)
             if touched:
@@ -220,7 +251,7 @@ def _settle(group: builtins.list[Job], outcomes: builtins.list[Any]) -> None:
     """Hand each caller its outcome: one wake-up per event loop for the whole group."""
     by_loop: dict[asyncio.AbstractEventLoop, builtins.list[tuple[asyncio.Future[Any], Any]]] = {}
     for job, outcome in zip(group, outcomes, strict=True):
-        by_loop.setdefault(job[4], []).append((job[5], outcome))
+        by_loop.setdefault(job[5], []).append((job[6], outcome))
     for loop, settled in by_loop.items():
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(_resolve, settled)

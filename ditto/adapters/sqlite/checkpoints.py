@@ -10,6 +10,11 @@
   failure never undoes another's work. Only a driver failure (disk full, I/O error, a lock held
   by another process for longer than ``busy_timeout_ms``) fails the batch, every caller with
   its own ``CHECKPOINT_STORE_UNAVAILABLE``.
+* **Leases** (``acquire``, ``renew``, ``release``) are jobs of the same queue, each in the
+  group's ``BEGIN IMMEDIATE`` transaction, and a fenced write checks its lease in the
+  transaction that writes it: the file's write lock makes both atomic against every process
+  (:mod:`~ditto.adapters.sqlite.checkpoint_leases`). Leases expire on ``time.time()``, not on
+  ``clock``: processes sharing the file must agree on it.
 * **Reads** (``load``, ``list``) run on a reader thread with their own connection, each in one
   read transaction (a consistent snapshot); WAL lets them run while the writer commits.
 * **Durability:** WAL with ``synchronous=NORMAL``. A call that returned is committed: it
@@ -38,8 +43,11 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ditto.adapters.sqlite.checkpoint_writes import (
+    ACQUIRE_JOB,
     APPEND_JOB,
     DELETE_JOB,
+    RELEASE_JOB,
+    RENEW_JOB,
     SAVE_JOB,
     SCHEMA,
     SQLITE_ERRORS,
@@ -47,9 +55,16 @@ from ditto.adapters.sqlite.checkpoint_writes import (
     connect,
 )
 from ditto.errors import ErrorCode, map_exceptions
+from ditto.runtime.checkpoints.leases import (
+    checked_fence,
+    checked_holder,
+    checked_lease,
+    checked_ttl,
+)
 from ditto.runtime.checkpoints.port import (
     CheckpointError,
     CheckpointInfo,
+    Lease,
     StoredCheckpoint,
     checked_bytes,
     checked_id,
@@ -116,7 +131,8 @@ class SqliteCheckpointStore:
         busy_timeout_ms: How long a write waits for another process's lock before it fails
             with a retryable ``CHECKPOINT_STORE_UNAVAILABLE``.
         clock: Unix seconds for ``updated_at`` (default :func:`time.time`); called on the
-            writer thread.
+            writer thread. Leases always expire on :func:`time.time`, the clock every process
+            sharing the file reads.
     """
 
     def __init__(
@@ -141,23 +157,55 @@ class SqliteCheckpointStore:
 
     # ----------------------------------------------------------------- writes
 
-    async def save(self, checkpoint_id: str, scope: str, envelope: bytes) -> None:
+    async def save(
+        self, checkpoint_id: str, scope: str, envelope: bytes, *, fence: Lease | None = None
+    ) -> None:
         checkpoint_id = checked_id(checkpoint_id)
         scope = checked_scope(scope)
         envelope = checked_bytes(envelope, "an envelope")
-        await self._write(SAVE_JOB, checkpoint_id, scope, envelope)
+        token = checked_fence(checkpoint_id, fence)
+        await self._write(SAVE_JOB, checkpoint_id, scope, envelope, token)
 
-    async def append(self, checkpoint_id: str, records: Sequence[tuple[str, bytes]]) -> None:
+    async def append(
+        self,
+        checkpoint_id: str,
+        records: Sequence[tuple[str, bytes]],
+        *,
+        fence: Lease | None = None,
+    ) -> None:
         checkpoint_id = checked_id(checkpoint_id)
         copied = checked_records(records)
-        await self._write(APPEND_JOB, checkpoint_id, copied, None)
+        token = checked_fence(checkpoint_id, fence)
+        await self._write(APPEND_JOB, checkpoint_id, copied, None, token)
 
-    async def delete(self, checkpoint_id: str) -> bool:
+    async def delete(self, checkpoint_id: str, *, fence: Lease | None = None) -> bool:
         checkpoint_id = checked_id(checkpoint_id)
-        existed: bool = await self._write(DELETE_JOB, checkpoint_id, None, None)
+        token = checked_fence(checkpoint_id, fence)
+        existed: bool = await self._write(DELETE_JOB, checkpoint_id, None, None, token)
         return existed
 
-    def _write(self, kind: int, checkpoint_id: str, payload: Any, envelope: Any) -> Any:
+    # ----------------------------------------------------------------- leases
+
+    async def acquire(self, checkpoint_id: str, holder: str, ttl: float) -> Lease:
+        checkpoint_id = checked_id(checkpoint_id)
+        holder = checked_holder(holder)
+        ttl = checked_ttl(ttl)
+        lease: Lease = await self._write(ACQUIRE_JOB, checkpoint_id, holder, ttl, None)
+        return lease
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        lease = checked_lease(lease)
+        ttl = checked_ttl(ttl)
+        renewed: Lease = await self._write(RENEW_JOB, lease.checkpoint_id, lease, ttl, None)
+        return renewed
+
+    async def release(self, lease: Lease) -> None:
+        lease = checked_lease(lease)
+        await self._write(RELEASE_JOB, lease.checkpoint_id, lease.token, None, None)
+
+    def _write(
+        self, kind: int, checkpoint_id: str, payload: Any, envelope: Any, token: int | None
+    ) -> Any:
         """The future of one queued job (a plain function: no coroutine frame per call)."""
         if self._closed:
             raise closed()
@@ -167,7 +215,7 @@ class SqliteCheckpointStore:
             self._finalizer = weakref.finalize(self, writer.stop)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        writer.put((kind, checkpoint_id, payload, envelope, loop, future))
+        writer.put((kind, checkpoint_id, payload, envelope, token, loop, future))
         return future
 
     # ----------------------------------------------------------------- reads

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -98,7 +98,7 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
-def _rows(infos: list[CheckpointInfo]) -> list[dict[str, Any]]:
+def _rows(infos: Sequence[CheckpointInfo]) -> list[dict[str, Any]]:
     return [
         {
             "id": info.id,
@@ -110,7 +110,7 @@ def _rows(infos: list[CheckpointInfo]) -> list[dict[str, Any]]:
     ]
 
 
-def _table(title: str, infos: list[CheckpointInfo]) -> Table:
+def _table(title: str, infos: Sequence[CheckpointInfo]) -> Table:
     table = Table(title=title)
     for column in ("id", "scope", "updated (UTC)", "records"):
         table.add_column(column)
@@ -210,7 +210,11 @@ def prune(
         ),
     )
     if as_json:
-        typer.echo(json.dumps({"dry_run": dry_run, "deleted": _rows(gone)}))
+        typer.echo(
+            json.dumps({"dry_run": dry_run, "deleted": _rows(gone), "busy": _rows(gone.busy)})
+        )
         return
     verb = "would delete" if dry_run else "deleted"
     console.print(_table(f"{verb} {len(gone)} checkpoints", gone))
+    if gone.busy:  # a run holds them: a later prune takes them once it ends
+        console.print(_table(f"kept {len(gone.busy)} checkpoints a run holds", gone.busy))

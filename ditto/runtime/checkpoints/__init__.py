@@ -12,15 +12,18 @@ from ditto.runtime.checkpoints.port import (
     CheckpointError,
     CheckpointInfo,
     CheckpointStore,
+    Lease,
     StoredCheckpoint,
 )
-from ditto.runtime.checkpoints.prune import prune_checkpoints
+from ditto.runtime.checkpoints.prune import PruneResult, prune_checkpoints
 
 __all__ = (
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointStore",
     "InProcessCheckpointStore",
+    "Lease",
+    "PruneResult",
     "StoredCheckpoint",
     "prune_checkpoints",
 )

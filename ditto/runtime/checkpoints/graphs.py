@@ -39,7 +39,8 @@ from ditto.runtime.checkpoints.envelope import (
 if TYPE_CHECKING:
     from ditto.contracts.node_types import NodeTypeRegistry
     from ditto.graph.plan import Plan
-    from ditto.runtime.checkpoints.port import CheckpointStore
+    from ditto.runtime.checkpoints.holding import HeldLease
+    from ditto.runtime.checkpoints.port import CheckpointStore, Lease
 
 __all__ = ("GraphCheckpoint", "KnownPlans", "RunStatus", "graph_scope", "plan_digest")
 
@@ -64,7 +65,14 @@ def mismatch(message: str) -> DittoError:
 
 class GraphCheckpoint:
     """One graph run's checkpoint in a store: opened (or created) before the run, a record per
-    finished task during it, the envelope again at its end."""
+    finished task during it, the envelope again at its end.
+
+    Args:
+        lease: The lease this run holds on the checkpoint (see
+            :mod:`~ditto.runtime.checkpoints.holding`): every write is fenced by it, and
+            :meth:`release` gives it up. ``None`` for a checkpoint no other run can know yet
+            (an interrupted run checkpointed under its own new run id).
+    """
 
     __slots__ = (
         "_decoders",
@@ -73,6 +81,7 @@ class GraphCheckpoint:
         "finished",
         "id",
         "interrupts",
+        "lease",
         "principal",
         "run_input",
         "state",
@@ -80,11 +89,14 @@ class GraphCheckpoint:
         "store",
     )
 
-    def __init__(self, store: CheckpointStore, checkpoint_id: str) -> None:
+    def __init__(
+        self, store: CheckpointStore, checkpoint_id: str, lease: HeldLease | None = None
+    ) -> None:
         if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
             raise InvalidInputError("a checkpoint id must be a non-empty string")
         self.store = store
         self.id = checkpoint_id
+        self.lease = lease
         self.state: dict[str, Any] = {}
         self.status: RunStatus = "running"
         self.finished: dict[str, NodeResult[Any]] = {}
@@ -164,6 +176,34 @@ class GraphCheckpoint:
         if strangers:
             raise mismatch(f"checkpoint {self.id!r} records unknown task {strangers[0]!r}")
 
+    async def open(
+        self,
+        lease: HeldLease,
+        plan: Plan,
+        digest_of_plan: str,
+        run_input: Any,
+        principal: str | None,
+        contracts: NodeTypeRegistry,
+    ) -> None:
+        """Hold ``lease`` and open the checkpoint for a run of ``plan``: the existing one
+        (checked against the run) or a new one. A completed one gives the lease up at once
+        (nothing will run); on an error the lease is given up too.
+
+        Raises:
+            DittoError: ``CHECKPOINT_MISMATCH``, ``CHECKPOINT_CORRUPT``, or a store failure.
+        """
+        self.lease = lease
+        try:
+            if await self.load(contracts):
+                self.check(plan, digest_of_plan, run_input, principal)
+            else:
+                await self.begin(graph_scope(plan.graph_id), digest_of_plan, run_input, principal)
+        except BaseException:
+            await self.release()
+            raise
+        if self.status == "completed":
+            await self.release()
+
     async def begin(
         self, scope: str, digest_of_plan: str, run_input: Any, principal: str | None
     ) -> None:
@@ -183,10 +223,25 @@ class GraphCheckpoint:
         }
         await self._save(scope)
 
+    def _fence(self) -> Lease | None:
+        return None if self.lease is None else self.lease.fence
+
+    async def release(self) -> None:
+        """Give up the lease, if this run holds one (idempotent)."""
+        if self.lease is not None:
+            await self.lease.release()
+
     async def record(self, task_id: str, result: NodeResult[Any]) -> None:
-        """Append one finished task (durable when this returns)."""
+        """Append one finished task (durable when this returns).
+
+        Raises:
+            DittoError: ``CHECKPOINT_LEASE_LOST`` when another run took the checkpoint over
+                (nothing is written), ``CHECKPOINT_STORE_UNAVAILABLE``.
+        """
         await self.store.append(
-            self.id, [(task_id, seal_record(self.id, task_id, _encode(result)))]
+            self.id,
+            [(task_id, seal_record(self.id, task_id, _encode(result)))],
+            fence=self._fence(),
         )
         self._recorded.add(task_id)
 
@@ -199,6 +254,7 @@ class GraphCheckpoint:
                     (task_id, seal_record(self.id, task_id, _encode(result)))
                     for task_id, result in results.items()
                 ],
+                fence=self._fence(),
             )
             self._recorded.update(results)
 
@@ -221,7 +277,7 @@ class GraphCheckpoint:
         # Off the event loop: interrupt payloads and inputs may be large (100 MB held the loop
         # for seconds), and plain_json refuses what would not come back equal.
         sealed = await anyio.to_thread.run_sync(_seal, scope, self._version, self.state)
-        await self.store.save(self.id, scope, sealed)
+        await self.store.save(self.id, scope, sealed, fence=self._fence())
 
 
 def _seal(scope: str, version: int, state: dict[str, Any]) -> bytes:

@@ -9,6 +9,7 @@ from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.runtime.checkpoints.envelope import digest, open_envelope, plain_json, seal_envelope
 
 if TYPE_CHECKING:
+    from ditto.runtime.checkpoints.holding import HeldLease
     from ditto.runtime.checkpoints.port import CheckpointStore
 
 __all__ = ("LoopCheckpoint",)
@@ -16,19 +17,31 @@ __all__ = ("LoopCheckpoint",)
 
 class LoopCheckpoint:
     """A state-machine loop's checkpoint: ``{iteration, state}`` after each iteration, with the
-    digest of the loop's first input so another loop's checkpoint is never continued."""
+    digest of the loop's first input so another loop's checkpoint is never continued.
 
-    __slots__ = ("_id", "_input", "_principal", "_scope", "_store", "_version")
+    Args:
+        lease: The lease the loop holds on its checkpoint: every save is fenced by it.
+    """
 
-    def __init__(self, store: CheckpointStore, loop_id: str, checkpoint_id: str) -> None:
+    __slots__ = ("_id", "_input", "_lease", "_principal", "_scope", "_store", "_version")
+
+    def __init__(
+        self, store: CheckpointStore, loop_id: str, checkpoint_id: str, lease: HeldLease
+    ) -> None:
         if not isinstance(checkpoint_id, str) or not checkpoint_id.strip():
             raise InvalidInputError("a checkpoint id must be a non-empty string")
         self._store = store
+        self._lease = lease
         self._id = checkpoint_id
         self._scope = f"loop:{loop_id}"
         self._version = 0
         self._input = ""
         self._principal: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The checkpoint id."""
+        return self._id
 
     async def load(self, first_input: Any, principal: str | None) -> tuple[int, Any, bool] | None:
         """``(iteration, state, finished)`` of the last saved iteration, or ``None``."""
@@ -63,5 +76,8 @@ class LoopCheckpoint:
             "principal": self._principal,
         }
         await self._store.save(
-            self._id, self._scope, seal_envelope(self._scope, self._version, body)
+            self._id,
+            self._scope,
+            seal_envelope(self._scope, self._version, body),
+            fence=self._lease.fence,
         )

@@ -5,15 +5,21 @@ a record means belong to the runtime. A checkpoint is one small *envelope* (save
 whole) plus an append-only list of *records*, one per finished task, written as each task
 finishes — so appends are frequent, small and concurrent, and every backend makes them cheap.
 
-Every backend validates its arguments with the helpers here, so an id that one backend refuses
-is refused by all of them, before any I/O.
+One process at a time runs a checkpoint: it holds the checkpoint's *lease* (:class:`Lease`,
+time-bounded, renewed while the run goes on) and passes it as ``fence=`` to its writes. The
+store checks the lease in the same transaction or script as the write, so a process whose lease
+expired or was taken over can never write over the new holder (its fencing token is stale).
+
+Every backend validates its arguments with the helpers here (and those of leases in
+:mod:`~ditto.runtime.checkpoints.leases`), so an id that one backend refuses is refused by all
+of them, before any I/O.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,6 +31,7 @@ __all__ = (
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointStore",
+    "Lease",
     "StoredCheckpoint",
     "checked_bytes",
     "checked_id",
@@ -50,8 +57,15 @@ class CheckpointError(DittoError):
     """A checkpoint store failure with a stable code and a message safe to show: never a URL,
     a password or a driver's text (the driver's exception is kept as ``__cause__``)."""
 
-    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message, code=code, retryable=retryable)
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, retryable=retryable, details=details)
 
 
 class CheckpointInfo(msgspec.Struct, frozen=True):
@@ -83,6 +97,24 @@ class StoredCheckpoint(msgspec.Struct, frozen=True):
     """Unix seconds of the last save or (non-empty) append."""
 
 
+class Lease(msgspec.Struct, frozen=True):
+    """The right to write one checkpoint, until ``expires_at`` (see
+    :meth:`CheckpointStore.acquire`)."""
+
+    checkpoint_id: str
+    """The checkpoint it covers (which need not exist yet)."""
+    holder: str
+    """Who holds it (e.g. ``"host:pid:run-id"``): a second opener is shown this."""
+    token: int
+    """The fencing token: strictly increasing over every acquire of the store (one counter per
+    store, not per checkpoint: the in-process object, the SQLite file, the Redis prefix), never
+    reused, so a newer holder always has a greater token."""
+    expires_at: float
+    """Unix seconds on the *store's* clock (in-process: its ``clock``; SQLite: ``time.time()``
+    of the process that wrote it; Redis: the server's ``TIME``). Compare it with the store's
+    clock only: the caller's may differ."""
+
+
 class CheckpointStore(Protocol):
     """Checkpoints: one envelope and an append-only list of records each.
 
@@ -100,33 +132,55 @@ class CheckpointStore(Protocol):
       names no URL, password or driver text; data the store cannot read is
       ``CHECKPOINT_CORRUPT``. After :meth:`aclose`, every call raises
       ``CHECKPOINT_STORE_UNAVAILABLE`` (not retryable).
+    * Leases: at most one unexpired :class:`Lease` per checkpoint id at any moment of the
+      store's clock, across every process using the store; concurrent :meth:`acquire` calls
+      give exactly one lease, the others ``CHECKPOINT_BUSY``. Tokens strictly increase over
+      every acquire of the store.
+    * Fencing: a write given ``fence=`` lands only if that lease is still held (same token,
+      unexpired on the store's clock), checked atomically with the write (one transaction or
+      one script); otherwise it is ``CHECKPOINT_LEASE_LOST`` and nothing is written. Writes
+      without ``fence`` ignore leases, except :meth:`delete`, which never removes a checkpoint
+      whose lease is live (so pruning never deletes a running run's checkpoint).
     """
 
-    async def save(self, checkpoint_id: str, scope: str, envelope: bytes) -> None:
+    async def save(
+        self, checkpoint_id: str, scope: str, envelope: bytes, *, fence: Lease | None = None
+    ) -> None:
         """Create ``checkpoint_id`` or replace its scope and envelope; its records are kept.
 
         Args:
             checkpoint_id: 1 to 200 characters, no control characters.
             scope: 1 to 256 characters, no control characters.
             envelope: The bytes to keep (``b""`` is fine).
+            fence: The lease of ``checkpoint_id`` the writer holds: the save lands only while
+                it is held.
 
         Raises:
-            CheckpointError: ``INVALID_INPUT``, ``CHECKPOINT_STORE_UNAVAILABLE``.
+            CheckpointError: ``CHECKPOINT_LEASE_LOST`` (``fence`` expired, released or taken
+                over: nothing is written); ``INVALID_INPUT`` (also a ``fence`` of another
+                checkpoint); ``CHECKPOINT_STORE_UNAVAILABLE``.
         """
         ...
 
-    async def append(self, checkpoint_id: str, records: Sequence[tuple[str, bytes]]) -> None:
+    async def append(
+        self,
+        checkpoint_id: str,
+        records: Sequence[tuple[str, bytes]],
+        *,
+        fence: Lease | None = None,
+    ) -> None:
         """Add ``records`` after the existing ones, in order; durable when it returns. An empty
         sequence only checks that the checkpoint exists (and changes nothing).
 
         Args:
             checkpoint_id: A saved checkpoint.
             records: ``(key, value)`` tuples: a non-empty key, a bytes value.
+            fence: As for :meth:`save` (checked before the checkpoint's existence).
 
         Raises:
-            CheckpointError: ``CHECKPOINT_NOT_FOUND`` when the checkpoint was never saved or
-                was deleted (nothing is written); ``INVALID_INPUT``;
-                ``CHECKPOINT_STORE_UNAVAILABLE``.
+            CheckpointError: ``CHECKPOINT_LEASE_LOST`` (nothing is written);
+                ``CHECKPOINT_NOT_FOUND`` when the checkpoint was never saved or was deleted
+                (nothing is written); ``INVALID_INPUT``; ``CHECKPOINT_STORE_UNAVAILABLE``.
         """
         ...
 
@@ -152,11 +206,61 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    async def delete(self, checkpoint_id: str) -> bool:
-        """Remove the envelope and every record.
+    async def delete(self, checkpoint_id: str, *, fence: Lease | None = None) -> bool:
+        """Remove the envelope and every record; with ``fence``, release the lease too.
+
+        Args:
+            checkpoint_id: The checkpoint.
+            fence: Its lease, held by the caller. Without it, a checkpoint whose lease is live
+                is not deleted (``CHECKPOINT_BUSY``); an expired lease is cleared with it.
 
         Returns:
             Whether the checkpoint existed.
+
+        Raises:
+            CheckpointError: ``CHECKPOINT_BUSY`` (retryable; ``details`` as for
+                :meth:`acquire`) without ``fence`` while someone holds the lease;
+                ``CHECKPOINT_LEASE_LOST`` with a ``fence`` no longer held (nothing is
+                deleted); ``INVALID_INPUT``; ``CHECKPOINT_STORE_UNAVAILABLE``.
+        """
+        ...
+
+    async def acquire(self, checkpoint_id: str, holder: str, ttl: float) -> Lease:
+        """Take the lease of ``checkpoint_id`` for ``ttl`` seconds (the checkpoint need not
+        exist yet: a new run takes it before its first save).
+
+        Args:
+            checkpoint_id: As for :meth:`save`.
+            holder: Who asks, shown to a second opener: 1 to 200 characters, no control
+                characters.
+            ttl: Seconds until it expires unless renewed: a finite number above 0, at most a
+                day.
+
+        Returns:
+            A new lease with a token greater than every token the store gave before. An
+            acquire whose caller was cancelled may still have taken the lease: nobody else
+            gets it until it expires.
+
+        Raises:
+            CheckpointError: ``CHECKPOINT_BUSY`` (retryable) while an unexpired lease is held
+                by anyone, the same ``holder`` included; ``details`` are ``{"holder": str,
+                "expires_in": seconds}``. ``INVALID_INPUT``; ``CHECKPOINT_STORE_UNAVAILABLE``.
+        """
+        ...
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease:
+        """Extend a lease still held: the same token, ``expires_at`` ``ttl`` seconds from now.
+
+        Raises:
+            CheckpointError: ``CHECKPOINT_LEASE_LOST`` once the lease expired (even if nobody
+                took it since), was released or taken over; ``INVALID_INPUT``;
+                ``CHECKPOINT_STORE_UNAVAILABLE``.
+        """
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up if it is still held with its token; else do nothing (idempotent:
+        releasing a lost lease never raises and never touches the new holder's).
 
         Raises:
             CheckpointError: ``INVALID_INPUT``, ``CHECKPOINT_STORE_UNAVAILABLE``.

@@ -2,24 +2,43 @@
 users: checkpoint stores of tens of gigabytes).
 
 Works on any :class:`~ditto.runtime.checkpoints.port.CheckpointStore` through its ``list`` and
-``delete``; ``ditto checkpoints prune`` is this function on the command line.
+``delete``; ``ditto checkpoints prune`` is this function on the command line. It never deletes
+the checkpoint of a run that is still going: ``delete`` without a fence refuses a checkpoint
+whose lease is live (``CHECKPOINT_BUSY``), and the prune skips it and says so
+(:attr:`PruneResult.busy`) instead of failing half-way.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ditto.errors import InvalidInputError
+from ditto.errors import ErrorCode, InvalidInputError
+from ditto.runtime.checkpoints.port import CheckpointError, CheckpointInfo
 
 if TYPE_CHECKING:
-    from ditto.runtime.checkpoints.port import CheckpointInfo, CheckpointStore
+    from ditto.runtime.checkpoints.port import CheckpointStore
 
-__all__ = ("LIST_ALL", "prune_checkpoints")
+__all__ = ("LIST_ALL", "PruneResult", "prune_checkpoints")
 
 LIST_ALL = 1_000_000_000
 """The ``limit`` that lists every checkpoint of a store."""
+
+
+class PruneResult(list[CheckpointInfo]):
+    """The checkpoints a prune deleted (or, in a dry run, would delete), newest first — a
+    plain list of them, as before leases existed — and :attr:`busy`, those it kept because a
+    run held their lease."""
+
+    def __init__(
+        self, deleted: Iterable[CheckpointInfo] = (), busy: Iterable[CheckpointInfo] = ()
+    ) -> None:
+        super().__init__(deleted)
+        self.busy: tuple[CheckpointInfo, ...] = tuple(busy)
+        """Old enough to go, but leased by a running run when the prune reached them: kept
+        (a later prune deletes them once the run ends), newest first."""
 
 
 async def prune_checkpoints(
@@ -30,7 +49,7 @@ async def prune_checkpoints(
     scope: str | None = None,
     dry_run: bool = False,
     now: float | None = None,
-) -> list[CheckpointInfo]:
+) -> PruneResult:
     """Delete checkpoints last updated more than ``older_than`` seconds ago, always keeping the
     ``keep_last`` most recently updated ones.
 
@@ -47,12 +66,14 @@ async def prune_checkpoints(
         now: Unix seconds to measure ages from (default: now).
 
     Returns:
-        The checkpoints deleted (or, with ``dry_run``, that would be), newest first.
+        The checkpoints deleted (or, with ``dry_run``, that would be), newest first; in its
+        ``busy``, those skipped because their lease was live. A dry run deletes nothing, so it
+        cannot ask the store about leases: it lists every candidate, leased or not.
 
     Raises:
         InvalidInputError: Neither bound given, or a bound that is not a number of the right
             kind.
-        CheckpointError: As the store's ``list`` and ``delete``.
+        CheckpointError: As the store's ``list`` and ``delete`` (never ``CHECKPOINT_BUSY``).
     """
     if older_than is None and keep_last is None:
         raise InvalidInputError("prune needs older_than, keep_last or both")
@@ -72,7 +93,17 @@ async def prune_checkpoints(
     if older_than is not None:
         cutoff = (time.time() if now is None else now) - older_than
         candidates = [info for info in candidates if info.updated_at < cutoff]
-    if not dry_run:
-        for info in candidates:
+    if dry_run:
+        return PruneResult(candidates)
+    deleted: list[CheckpointInfo] = []
+    busy: list[CheckpointInfo] = []
+    for info in candidates:
+        try:
             await store.delete(info.id)
-    return candidates
+        except CheckpointError as exc:
+            if exc.code != ErrorCode.CHECKPOINT_BUSY:
+                raise
+            busy.append(info)
+        else:
+            deleted.append(info)
+    return PruneResult(deleted, busy)

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 
 from ditto.adapters.redis import RedisCheckpointStore
 from ditto.runtime.checkpoints import CheckpointError
+from ditto.runtime.checkpoints.port import Lease
 from tests.services import RedisSpace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -77,6 +78,7 @@ async def test_an_unreachable_server_is_unavailable_and_the_url_is_never_shown()
     port = _closed_port()
     url = f"redis://checkpoints:s3cret-pw@127.0.0.1:{port}/0"
     store = RedisCheckpointStore.from_url(url)
+    lease = Lease("run", "holder", 1, 1.0)
     try:
         for call in (
             store.save("run", "graph:g", b""),
@@ -84,6 +86,10 @@ async def test_an_unreachable_server_is_unavailable_and_the_url_is_never_shown()
             store.load("run"),
             store.list(),
             store.delete("run"),
+            store.acquire("run", "holder", 10),
+            store.renew(lease, 10),
+            store.release(lease),
+            store.save("run", "graph:g", b"", fence=lease),
         ):
             with pytest.raises(CheckpointError) as raised:
                 await call
@@ -144,3 +150,60 @@ async def _append_quietly(store: RedisCheckpointStore, key: str) -> None:
     except CheckpointError as exc:
         if exc.code != "CHECKPOINT_NOT_FOUND":
             raise
+
+
+async def test_lease_keys_live_under_the_prefix_and_expire_on_their_own(
+    redis_space: RedisSpace,
+) -> None:
+    store = RedisCheckpointStore.from_url(redis_space.url, prefix=redis_space.prefix)
+    try:
+        lease = await store.acquire("run", "host:1:run", 30)
+        await store.save("run", "graph:g", b"", fence=lease)
+        pattern = f"{redis_space.prefix}checkpoint-lease*"
+        keys = {key.decode() async for key in store.client.scan_iter(match=pattern)}
+        assert keys == {store.lease_key("run"), f"{redis_space.prefix}checkpoint-lease-token"}
+        assert store.lease_key("run") == f"{redis_space.prefix}checkpoint-lease:run"
+        held = await store.client.hgetall(store.lease_key("run"))
+        assert (held[b"holder"], held[b"token"]) == (b"host:1:run", str(lease.token).encode())
+        # Redis drops an abandoned lease by itself, a little after it expired.
+        assert 0 < await store.client.pttl(store.lease_key("run")) <= 31_000
+        assert await store.delete("run", fence=lease) is True
+        assert await store.client.exists(store.lease_key("run")) == 0
+        assert (
+            await store.client.get(f"{redis_space.prefix}checkpoint-lease-token")
+            == str(lease.token).encode()
+        )  # the counter stays: tokens are never reused
+    finally:
+        await store.aclose()
+
+
+async def test_leases_expire_on_the_server_clock_not_the_callers(
+    redis_space: RedisSpace,
+) -> None:
+    """A caller whose clock is far off still gets a lease in the server's time, so callers
+    on hosts that disagree about the time agree about who holds a lease."""
+    store = RedisCheckpointStore.from_url(
+        redis_space.url, prefix=redis_space.prefix, clock=lambda: 1_000.0
+    )
+    try:
+        before = await store.client.time()
+        lease = await store.acquire("run", "holder", 10)
+        after = await store.client.time()
+        taken_us = round(lease.expires_at * 1_000_000) - 10_000_000
+        # (1 µs either way: the float of expires_at may round its last microsecond)
+        assert before[0] * 1_000_000 + before[1] - 1 <= taken_us
+        assert taken_us <= after[0] * 1_000_000 + after[1] + 1
+    finally:
+        await store.aclose()
+
+
+async def test_a_lease_key_the_store_did_not_write_is_corrupt(redis_space: RedisSpace) -> None:
+    store = RedisCheckpointStore.from_url(redis_space.url, prefix=redis_space.prefix)
+    try:
+        await store.client.set(store.lease_key("run"), "a plain string")
+        for call in (store.acquire("run", "h", 10), store.delete("run")):
+            with pytest.raises(CheckpointError) as raised:
+                await call
+            assert raised.value.code == "CHECKPOINT_CORRUPT"
+    finally:
+        await store.aclose()

@@ -83,6 +83,22 @@ def test_prune_dry_run_then_for_real_keeping_the_newest(store: Path) -> None:
     ]
 
 
+def test_prune_keeps_a_checkpoint_a_run_holds_and_says_so(store: Path) -> None:
+    async def hold() -> None:
+        opened = SqliteCheckpointStore(store)
+        await opened.acquire("old-20", "host:42:run", 600)  # a run is on it right now
+        await opened.aclose()
+
+    anyio.run(hold)
+    done = _json("prune", "--store", str(store), "--older-than", "15d")
+    assert [row["id"] for row in done["deleted"]] == ["old-30"]
+    assert [row["id"] for row in done["busy"]] == ["old-20"]
+    shown = invoke_cli("checkpoints", "prune", "--store", str(store), "--older-than", "15d")
+    assert shown.exit_code == 0, shown.stderr
+    assert "kept 1 checkpoints a run holds" in shown.stdout
+    assert "old-20" in shown.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

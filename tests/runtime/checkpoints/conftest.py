@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import pytest
 
 from ditto.adapters.redis import RedisCheckpointStore
 from ditto.adapters.sqlite import SqliteCheckpointStore
 from ditto.runtime.checkpoints import CheckpointStore, InProcessCheckpointStore
+from ditto.runtime.checkpoints.port import Lease
 
 
 @dataclass
@@ -41,6 +44,25 @@ class Backend:
         store = self.make(self.clock)
         self.opened.append(store)
         return store
+
+    async def expire(self, lease: Lease) -> None:
+        """Return once ``lease`` has expired on its store's clock: the in-process clock is
+        moved past it; SQLite's (``time.time()``) and the Redis server's are waited for."""
+        if self.kind == "inprocess":
+            self.clock.now = max(self.clock.now, lease.expires_at + 0.5)
+            return
+        while True:  # a poll of another clock: no event to wait for
+            if await self._store_time() > lease.expires_at:
+                return
+            await anyio.sleep(0.02)
+
+    async def _store_time(self) -> float:
+        if self.kind == "sqlite":
+            return time.time()
+        [store, *_] = self.opened
+        assert isinstance(store, RedisCheckpointStore)
+        seconds, microseconds = await store.client.time()
+        return float(seconds) + microseconds / 1_000_000
 
 
 KINDS = ("inprocess", "sqlite", pytest.param("redis", marks=pytest.mark.redis))

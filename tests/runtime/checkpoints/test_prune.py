@@ -63,3 +63,28 @@ async def test_bad_bounds_are_refused_before_anything(bounds: dict[str, object])
     with pytest.raises(InvalidInputError):
         await prune_checkpoints(store, **bounds)  # type: ignore[arg-type]
     assert len(await store.list()) == 1
+
+
+async def test_a_leased_checkpoint_is_kept_and_reported_busy_and_the_prune_goes_on() -> None:
+    clock = FakeClock(step=0.0)
+    store = await _store_with_ages(clock, [8, 9, 10, 11])
+    running = await store.acquire("c9", "host:1:run", DAY)  # a run still going, renewing
+    expired = await store.acquire("c11", "host:2:crashed", 60.0)
+    clock.now = expired.expires_at + 1.0  # c11's run crashed: its lease ran out
+    gone = await prune_checkpoints(store, older_than=DAY, now=clock.now)
+    assert [info.id for info in gone] == ["c8", "c10", "c11"]
+    assert [info.id for info in gone.busy] == ["c9"]
+    assert [info.id for info in await store.list()] == ["c9"]
+    await store.release(running)
+    again = await prune_checkpoints(store, older_than=DAY, now=clock.now)
+    assert ([info.id for info in again], again.busy) == (["c9"], ())
+    assert await store.list() == []
+
+
+async def test_a_dry_run_reports_no_busy_checkpoint_and_deletes_nothing() -> None:
+    clock = FakeClock(step=0.0)
+    store = await _store_with_ages(clock, [8, 9])
+    await store.acquire("c9", "host:1:run", DAY)
+    would = await prune_checkpoints(store, older_than=DAY, dry_run=True, now=clock.now)
+    assert ([info.id for info in would], would.busy) == (["c8", "c9"], ())
+    assert len(await store.list()) == 2
