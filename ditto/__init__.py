@@ -7,7 +7,7 @@ every outcome back as a :class:`NodeResult`.
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from ditto.contracts import NodeContract, NodeResult, NodeStatus
+from ditto.contracts import AttemptInfo, NodeContract, NodeResult, NodeStatus, RetryPolicy
 from ditto.errors import (
     ConfigError,
     DittoError,
@@ -71,6 +71,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = (
     "AsyncMemory",
+    "AttemptInfo",
     "ConfigError",
     "Ditto",
     "DittoError",
@@ -92,6 +93,7 @@ __all__ = (
     "NodeResult",
     "NodeSpec",
     "NodeStatus",
+    "RetryPolicy",
     "RunEnd",
     "RunResult",
     "RuntimeClosedError",

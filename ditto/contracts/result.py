@@ -8,11 +8,29 @@ import msgspec
 
 from ditto.errors import ErrorInfo, NodeFailedError
 
-__all__ = ("NodeResult", "NodeStatus")
+__all__ = ("AttemptInfo", "NodeResult", "NodeStatus")
 
 T = TypeVar("T")
 
 NodeStatus = Literal["success", "failed", "cancelled", "timeout"]
+
+
+class AttemptInfo(msgspec.Struct, frozen=True):
+    """An earlier attempt of a retried call (see ``RetryPolicy``): how it ended, and the pause
+    the runtime took before the next one."""
+
+    execution_id: str
+    """The attempt's own execution id (every attempt is a new invocation)."""
+    status: NodeStatus
+    """``failed``, ``timeout`` or ``cancelled``."""
+    error: ErrorInfo
+    """Why the attempt did not succeed."""
+    worker_id: str | None = None
+    """The replica that ran the attempt, when one was chosen."""
+    duration_ms: float = 0.0
+    """Wall time of the attempt."""
+    delay_ms: float = 0.0
+    """The backoff pause after it, before the next attempt."""
 
 
 class NodeResult(msgspec.Struct, Generic[T], frozen=True):
@@ -35,7 +53,13 @@ class NodeResult(msgspec.Struct, Generic[T], frozen=True):
     worker_id: str | None = None
     """The replica that ran the node, when one was chosen."""
     duration_ms: float = 0.0
-    """Wall time inside the runtime, from admission to result."""
+    """Wall time inside the runtime, from admission to result (all attempts and pauses)."""
+    attempts: int = 1
+    """How many times the runtime called the node for this result: 1 unless a ``RetryPolicy``
+    retried it. The other fields describe the last attempt."""
+    retries: tuple[AttemptInfo, ...] = ()
+    """The attempts before the last one, oldest first (``attempts - 1`` of them). Last in the
+    struct and defaulted, so results encoded before retries existed still decode."""
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.node_types import is_node_type
+from ditto.contracts.retry import RetryPolicy
 from ditto.errors import GraphError
 from ditto.graph.task import Binder, Task
 
@@ -86,6 +87,7 @@ class Graph:
         *,
         timeout: float | None = None,
         worker: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Graph:
         """Return a new graph with one more task; this graph is left unchanged.
 
@@ -96,6 +98,10 @@ class Graph:
             bind: ``bind(run_input, deps) -> input`` for the node.
             timeout: Seconds the node may take (``> 0``); ``None`` inherits the run's deadline.
             worker: Pin the task to a worker replica id (validated when the graph runs).
+            retry: Call the node again after a retryable failure (see
+                :class:`~ditto.contracts.retry.RetryPolicy`); ``None`` uses the worker's default
+                policy, else runs the task once. A checkpointed run records the final result
+                with its ``attempts``.
 
         Raises:
             GraphError: ``INVALID_GRAPH``, naming the offending task.
@@ -129,8 +135,10 @@ class Graph:
             raise GraphError(f"task {task_id!r}: timeout must be a positive number of seconds")
         if worker is not None and (not isinstance(worker, str) or not worker):
             raise GraphError(f"task {task_id!r}: worker must be a non-empty worker id")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise GraphError(f"task {task_id!r}: retry must be a RetryPolicy or None")
 
-        task = Task(task_id, node_type, unique_deps, bind, timeout, worker)
+        task = Task(task_id, node_type, unique_deps, bind, timeout, worker, retry)
         log = self._log
         if len(log.tasks) != self._size:  # branching from an older version: copy what it sees
             log = _TaskLog(log.tasks[: self._size])

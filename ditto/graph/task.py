@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ditto.contracts.result import NodeResult
+from ditto.contracts.retry import RetryPolicy
 
 __all__ = ("Binder", "Task")
 
@@ -32,3 +33,7 @@ class Task:
     """Seconds this task may run; bounded further by the run's and the runtime's deadline."""
     worker: str | None = None
     """Pin the task to this worker replica id; there is no fallback to another replica."""
+    retry: RetryPolicy | None = None
+    """How the task is retried; ``None``: the worker's default policy, else one attempt. Not
+    part of the plan digest (how to run a task, not which task it is): a checkpointed run may
+    be resumed with another policy."""

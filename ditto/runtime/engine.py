@@ -20,9 +20,11 @@ import anyio.to_thread
 
 from ditto.errors import InvalidInputError
 from ditto.runtime.checkpoints.envelope import plain_json
-from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans, graph_scope
+from ditto.runtime.checkpoints.graphs import GraphCheckpoint, KnownPlans
+from ditto.runtime.checkpoints.holding import HeldLease, hold
+from ditto.runtime.checkpoints.traced import traced
 from ditto.runtime.context import NO_ANSWER, ExecutionScope
-from ditto.runtime.invocation import invoke_route
+from ditto.runtime.invocation import check_retry, invoke_route
 from ditto.runtime.lifecycle import Lifecycle
 from ditto.runtime.limits import RuntimeLimits
 from ditto.runtime.registry import WorkerHandle, WorkerRegistry
@@ -30,15 +32,18 @@ from ditto.runtime.runs import (
     ResultObserver,
     RunRequest,
     checked_request,
+    checked_wait,
     execute_run,
     seconds,
     stored_result,
 )
+from ditto.runtime.tracing import runtime_tracer
 from ditto.runtime.watchdog import LoopWatchdog, handler_codes
 
 if TYPE_CHECKING:
     from ditto.contracts.node_types import NodeContract
     from ditto.contracts.result import NodeResult
+    from ditto.contracts.retry import RetryPolicy
     from ditto.graph.builder import Graph
     from ditto.graph.plan import Plan
     from ditto.runtime.checkpoints.port import CheckpointStore
@@ -65,10 +70,12 @@ class Engine:
         "_watchdog",
         "_watching",
         "default_timeout",
+        "lease_ttl",
         "life",
         "limits",
         "plans",
         "registry",
+        "tracer",
     )
 
     def __init__(self, limits: RuntimeLimits, checkpoints: CheckpointStore | None) -> None:
@@ -78,7 +85,11 @@ class Engine:
         self.life = Lifecycle()
         self.default_timeout = limits.timeout_ms / 1000.0
         """Seconds of a call's deadline unless the call, the task or the run sets a shorter one."""
-        self._checkpoints = checkpoints
+        self.lease_ttl = limits.checkpoint_lease_ms / 1000.0
+        """Seconds a checkpoint's lease outlives its last renewal."""
+        self.tracer = runtime_tracer(limits.tracing)
+        """Where runs and tasks record their spans; ``None`` when tracing is off."""
+        self._checkpoints = None if checkpoints is None else traced(checkpoints, self.tracer)
         stall_ms = limits.stall_warning_ms
         self._watchdog = (
             None
@@ -89,11 +100,12 @@ class Engine:
 
     @property
     def checkpoints(self) -> CheckpointStore:
-        """The checkpoint store (an in-process one unless another was given)."""
+        """The checkpoint store (an in-process one unless another was given), each call in a
+        span of its own when tracing is on."""
         if self._checkpoints is None:
             from ditto.runtime.checkpoints.inprocess import InProcessCheckpointStore
 
-            self._checkpoints = InProcessCheckpointStore()
+            self._checkpoints = traced(InProcessCheckpointStore(), self.tracer)
         return self._checkpoints
 
     # ----------------------------------------------------------------- registration
@@ -152,9 +164,12 @@ class Engine:
         timeout: float | None,
         principal: str | None,
         worker: str | None,
+        retry: RetryPolicy | None = None,
     ) -> NodeResult[Any]:
         """A top-level call: refused once closing, counted until it ends."""
         self.life.check_open()
+        if retry is not None:
+            check_retry(retry)
         route, deadline = self._prepare(node_type, timeout, worker, None)
         self.life.admit()
         try:
@@ -166,6 +181,7 @@ class Engine:
                 principal=principal,
                 worker=worker,
                 execution=None,
+                retry=retry,
             )
         finally:
             self.life.release()
@@ -215,17 +231,26 @@ class Engine:
         limit = concurrency if concurrency is not None else self.limits.graph_concurrency
         return checked_request(self.registry, plan, run_input, limit, timeout, principal)
 
-    async def open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint:
-        """The run's checkpoint: the existing one (checked against this run) or a new one."""
+    async def lease(self, checkpoint_id: str, wait: float | None) -> HeldLease:
+        """Take (or wait ``wait`` seconds for) the lease of ``checkpoint_id``, kept renewed
+        until released: ``CHECKPOINT_BUSY`` while another run holds it."""
+        return await hold(self.checkpoints, checkpoint_id, ttl=self.lease_ttl, wait=wait)
+
+    async def open_checkpoint(
+        self, request: RunRequest, checkpoint_id: str, wait: float | None = None
+    ) -> GraphCheckpoint:
+        """The run's checkpoint, its lease held (see :meth:`GraphCheckpoint.open`);
+        :meth:`execute` gives the lease up at the end of the run."""
         plan = request.plan
-        digest = self.plans.remember(plan)
         state = GraphCheckpoint(self.checkpoints, checkpoint_id)
-        if await state.load(self.registry.contracts):
-            state.check(plan, digest, request.run_input, request.principal)
-        else:
-            await state.begin(
-                graph_scope(plan.graph_id), digest, request.run_input, request.principal
-            )
+        await state.open(
+            await self.lease(checkpoint_id, wait),
+            plan,
+            self.plans.remember(plan),
+            request.run_input,
+            request.principal,
+            self.registry.contracts,
+        )
         return state
 
     async def execute(
@@ -241,6 +266,8 @@ class Engine:
             return await execute_run(self, request)
         finally:
             self.life.release()
+            if request.checkpoint is not None:
+                await request.checkpoint.release()
 
     async def run(
         self,
@@ -251,14 +278,16 @@ class Engine:
         timeout: float | None = None,
         principal: str | None = None,
         checkpoint: str | None = None,
+        wait: float | None = None,
         key_scope: str | None = None,
     ) -> RunResult:
         """``Ditto.run``; also what a loop runs each graph with (``key_scope``: what the tasks'
         idempotency keys derive from, see :class:`~ditto.runtime.runs.RunRequest`)."""
         request = self.request(plan, run_input, concurrency, timeout, principal)
         request.key_scope = key_scope
+        wait = checked_wait(wait)
         if checkpoint is not None:
-            request.checkpoint = await self.open_checkpoint(request, checkpoint)
+            request.checkpoint = await self.open_checkpoint(request, checkpoint, wait)
             if request.checkpoint.status == "completed":
                 return stored_result(request.plan, request.checkpoint)
         return await self.execute(request)
@@ -271,12 +300,35 @@ class Engine:
         plan: Graph | None,
         concurrency: int | None,
         timeout: float | None,
+        wait: float | None = None,
     ) -> RunResult:
         """``Ditto.resume``."""
         self.life.check_open()
+        wait = checked_wait(wait)
         if answer is not NO_ANSWER:  # an answer may come back in another process: plain JSON
             await anyio.to_thread.run_sync(plain_json, answer, "the answer to an interrupt")
         state = GraphCheckpoint(self.checkpoints, checkpoint_id)
+        state.lease = await self.lease(checkpoint_id, wait)
+        try:
+            request = await self._resumable(state, answer, plan, concurrency, timeout)
+        except BaseException:
+            await state.release()
+            raise
+        if state.status == "completed":  # its result, and nothing runs
+            await state.release()
+            return stored_result(request.plan, state)
+        return await self.execute(request)
+
+    async def _resumable(
+        self,
+        state: GraphCheckpoint,
+        answer: Any,
+        plan: Graph | None,
+        concurrency: int | None,
+        timeout: float | None,
+    ) -> RunRequest:
+        """The request that continues ``state`` (its lease held); raises for a checkpoint that
+        cannot be resumed as asked."""
         await state.load_existing(self.registry.contracts)
         run_input, principal = state.run_input, state.principal
         request = self.request(
@@ -292,14 +344,12 @@ class Engine:
             # An answer nothing waits for would be dropped: say so instead of returning the
             # run's old outcome as if the answer had been taken.
             raise InvalidInputError(
-                f"checkpoint {checkpoint_id!r} is {state.status}: no interrupt waits for an "
+                f"checkpoint {state.id!r} is {state.status}: no interrupt waits for an "
                 "answer (resume it without one to continue or read its result)"
             )
-        if state.status == "completed":
-            return stored_result(request.plan, state)
         if answer is not NO_ANSWER:
             request.answers = {interrupt["task"]: answer for interrupt in state.interrupts}
-        return await self.execute(request)
+        return request
 
     async def loop(
         self,
@@ -311,6 +361,7 @@ class Engine:
         principal: str | None,
         checkpoint: str | None,
         on_event: LoopObserver | None,
+        wait: float | None = None,
     ) -> Any:
         """``Ditto.loop``."""
         from ditto.runtime.loop_runner import check_loop, run_loop
@@ -323,6 +374,7 @@ class Engine:
             timeout=timeout,
             principal=principal,
             checkpoint=checkpoint,
+            wait=wait,
         )
         return await run_loop(self, definition, loop_input, options, on_event)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable
 from itertools import count
 from random import getrandbits
 from time import perf_counter
@@ -18,15 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.outcomes import CURRENT
 from ditto.contracts.result import NodeResult
+from ditto.contracts.retry import RetryPolicy
 from ditto.errors import DittoError, ErrorCode, ErrorInfo, InvalidInputError, NoWorkerAvailableError
 from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker, NodeContext, key_of
 from ditto.runtime.deadlines import arm
 from ditto.runtime.remote import call_remote
+from ditto.runtime.retry import ONCE, retried
 
 if TYPE_CHECKING:
     from ditto.runtime.router import Route
 
-__all__ = ("invoke_route", "new_execution_id")
+__all__ = ("check_retry", "invoke_route", "new_execution_id")
 
 logger = logging.getLogger("ditto.runtime")
 
@@ -82,6 +85,7 @@ async def invoke_route(
     execution_id: str | None = None,
     idempotency_key: str | None = None,
     key_scope: str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> NodeResult[Any]:
     """Run one invocation of ``route``'s node type and wrap the outcome.
 
@@ -94,11 +98,32 @@ async def invoke_route(
         idempotency_key: The handler's ``ctx.idempotency_key``; default derived from
             ``key_scope`` and the task (see :func:`~ditto.runtime.context.key_of`).
         key_scope: What a task's key derives from (its checkpoint id); default the run id.
+        retry: The call's (or task's) retry policy; ``None``: the route's default (its
+            worker's), else one attempt. Each attempt is a new invocation with the call's
+            idempotency key (see :mod:`ditto.runtime.retry`).
 
     Returns a ``NodeResult`` for every outcome of the *node*: invalid input, no capacity, a
     handler error, a deadline, a cancellation from inside. The *caller's* cancellation is not an
     outcome of the node: it propagates unchanged.
     """
+    if retry is None:
+        retry = route.retry
+    if retry is not None and retry.max_attempts > 1:
+        return await _retrying(
+            retry,
+            nested,
+            route,
+            value,
+            deadline,
+            principal,
+            worker,
+            execution,
+            answer,
+            attempt,
+            execution_id,
+            idempotency_key,
+            key_scope,
+        )
     started = perf_counter()
     if execution_id is None:
         execution_id = new_execution_id()
@@ -193,6 +218,69 @@ async def invoke_route(
     return NodeResult(execution_id, node, "success", output, None, replica_id, _elapsed(started))
 
 
+async def _retrying(
+    policy: RetryPolicy,
+    nested: Invoker,
+    route: Route,
+    value: Any,
+    deadline: float,
+    principal: str | None,
+    worker: str | None,
+    execution: ExecutionScope | None,
+    answer: Any,
+    attempt: int,
+    execution_id: str | None,
+    idempotency_key: str | None,
+    key_scope: str | None,
+) -> NodeResult[Any]:
+    """:func:`invoke_route` under ``policy``: attempts share the key of the work (for a
+    top-level call, derived from the first attempt's execution id) and count ``ctx.attempt`` up
+    from ``attempt``; a given ``execution_id`` (a remote worker's call) names every attempt.
+
+    The first attempt runs as a call without a policy would (its handler derives the same key
+    lazily), so a policy costs a call that succeeds at once one frame more."""
+    started = perf_counter()
+    loop = asyncio.get_running_loop()
+    first_id = new_execution_id() if execution_id is None else execution_id
+    first = await invoke_route(
+        nested,
+        route,
+        value,
+        deadline=policy.attempt_deadline(deadline, loop.time()),
+        principal=principal,
+        worker=worker,
+        execution=execution,
+        answer=answer,
+        attempt=attempt,
+        execution_id=first_id,
+        idempotency_key=idempotency_key,
+        key_scope=key_scope,
+        retry=ONCE,
+    )
+    if first.status == "success":
+        return first
+    key = key_of(execution, first_id, key_scope) if idempotency_key is None else idempotency_key
+
+    def again(number: int) -> Awaitable[NodeResult[Any]]:
+        return invoke_route(
+            nested,
+            route,
+            value,
+            deadline=policy.attempt_deadline(deadline, loop.time()),
+            principal=principal,
+            worker=worker,
+            execution=execution,
+            answer=answer,
+            attempt=attempt + number - 1,
+            execution_id=execution_id,
+            idempotency_key=key,
+            key_scope=key_scope,
+            retry=ONCE,
+        )
+
+    return await retried(policy, again, deadline, first, started)
+
+
 def _timed_out(
     execution_id: str, node: str, worker_id: str | None, started: float
 ) -> NodeResult[Any]:
@@ -207,3 +295,10 @@ def _failed(
 
 def _elapsed(started: float) -> float:
     return (perf_counter() - started) * 1000.0
+
+
+def check_retry(retry: object) -> None:
+    """Raises:
+    InvalidInputError: ``retry`` (of an ``invoke`` call) is not a ``RetryPolicy``."""
+    if not isinstance(retry, RetryPolicy):
+        raise InvalidInputError("retry must be a RetryPolicy or None")

@@ -22,6 +22,8 @@ class RuntimeLimits:
     graph_concurrency: int | None = None
     stall_warning_ms: int | None = 250
     loop_max_iterations: int = 32
+    checkpoint_lease_ms: int = 15_000
+    tracing: bool = False
 
 
 class LimitsSource(Protocol):

@@ -26,8 +26,10 @@ from ditto.runtime.loops import (
     StateLoop,
     checked_limit,
 )
+from ditto.runtime.runs import checked_wait
 
 if TYPE_CHECKING:
+    from ditto.runtime.checkpoints.holding import HeldLease
     from ditto.runtime.checkpoints.port import CheckpointStore
     from ditto.runtime.limits import RuntimeLimits
     from ditto.runtime.results import RunResult
@@ -52,6 +54,8 @@ class LoopServices(Protocol):
 
     @property
     def checkpoints(self) -> CheckpointStore: ...
+
+    async def lease(self, checkpoint_id: str, wait: float | None) -> HeldLease: ...
 
     async def run(
         self,
@@ -141,6 +145,8 @@ class LoopOptions:
     timeout: float | None
     principal: str | None
     checkpoint: str | None
+    wait: float | None = None
+    """Seconds to wait for the checkpoint's lease another run holds."""
 
 
 def check_loop(
@@ -151,6 +157,7 @@ def check_loop(
     timeout: float | None,
     principal: str | None,
     checkpoint: str | None,
+    wait: float | None = None,
 ) -> LoopOptions:
     """Check everything about a loop before any callback runs.
 
@@ -183,7 +190,7 @@ def check_loop(
         or timeout <= 0
     ):
         raise InvalidInputError("timeout must be a positive number of seconds")
-    return LoopOptions(limit, concurrency, timeout, principal, checkpoint)
+    return LoopOptions(limit, concurrency, timeout, principal, checkpoint, checked_wait(wait))
 
 
 async def run_loop(
@@ -224,8 +231,7 @@ async def run_loop(
                     options.limit,
                     run_options,
                     emit,
-                    options.checkpoint,
-                    options.principal,
+                    options,
                 )
     except TimeoutError:
         if not scope.expired():
@@ -247,14 +253,34 @@ async def _state_machine(
     limit: int,
     options: dict[str, Any],
     emit: Callable[[LoopEvent], Awaitable[None]],
-    checkpoint: str | None,
+    loop_options: LoopOptions,
+) -> Any:
+    checkpoint = loop_options.checkpoint
+    if checkpoint is None:
+        return await _iterate(runtime, definition, state, limit, options, emit, None, None)
+    # Held for the whole loop: a second process continuing the same checkpoint would run
+    # every iteration from the last saved one twice.
+    lease = await runtime.lease(checkpoint, loop_options.wait)
+    try:
+        saved = LoopCheckpoint(runtime.checkpoints, definition.id, checkpoint, lease)
+        return await _iterate(
+            runtime, definition, state, limit, options, emit, saved, loop_options.principal
+        )
+    finally:
+        await lease.release()
+
+
+async def _iterate(
+    runtime: LoopServices,
+    definition: StateLoop,
+    state: Any,
+    limit: int,
+    options: dict[str, Any],
+    emit: Callable[[LoopEvent], Awaitable[None]],
+    saved: LoopCheckpoint | None,
     principal: str | None,
 ) -> Any:
-    saved = (
-        None
-        if checkpoint is None
-        else LoopCheckpoint(runtime.checkpoints, definition.id, checkpoint)
-    )
+    checkpoint = None if saved is None else saved.id
     first = 0
     if saved is not None:
         resumed = await saved.load(state, principal)

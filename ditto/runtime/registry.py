@@ -75,6 +75,7 @@ class WorkerRegistry:
                 raise WorkerDefinitionError(f"worker id {replica_id!r} is already registered")
         for bound in worker.nodes.values():
             self.contracts.check(bound.contract)  # every contract before anything changes
+        self._check_retry(worker)
         for bound in worker.nodes.values():
             self.contracts.add(bound.contract)
         created = [Replica(replica_id, worker) for replica_id in ids]
@@ -85,6 +86,8 @@ class WorkerRegistry:
                 if route is None:
                     route = self.routes[node_type] = Route(bound.contract)
                 route.add(replica, bound.handler)
+                if worker.retry is not None:
+                    route.retry = worker.retry
         if not any(known is worker for known in self.definitions):
             self.definitions.append(worker)
         return WorkerHandle(created)
@@ -118,6 +121,20 @@ class WorkerRegistry:
             route.add(pool, bound.handler)
         self.definitions.append(definition)
         return WorkerHandle([pool])
+
+    def _check_retry(self, worker: WorkerDefinition) -> None:
+        """A node type has one default retry policy, whichever replica a call lands on: a
+        worker declaring another one than an earlier worker of the same node type is refused
+        (a worker declaring none keeps the route's)."""
+        if worker.retry is None:
+            return
+        for node_type in worker.nodes:
+            route = self.routes.get(node_type)
+            if route is not None and route.retry is not None and route.retry != worker.retry:
+                raise WorkerDefinitionError(
+                    f"worker {worker.type!r}: {node_type} already has another default retry "
+                    f"policy ({route.retry!r}); declare the same one, or none"
+                )
 
     def _replica_ids(self, worker_type: str, replicas: int, given: str | None) -> list[str]:
         if given is not None:

@@ -2,17 +2,22 @@
 
 Routing is fail-fast: an available replica with free capacity is chosen round-robin per node
 type; a pinned replica is honoured with no fallback; when nothing has capacity the call fails at
-once with ``NO_WORKER_AVAILABLE`` (the runtime is not a queue). Replicas in this process rank
+once with ``NO_WORKER_AVAILABLE`` (the runtime is not a queue) — except for a remote pool at its
+own ``concurrency`` limit, where the call waits for a slot (first come, first served, within its
+deadline): the workers behind it have a queue anyway. Replicas in this process rank
 before remote ones (the reference's rank): a remote pool is used only when no local replica of
 the node type has free capacity.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ditto.contracts.node_types import NodeContract
+from ditto.contracts.retry import RetryPolicy
 from ditto.errors import NoWorkerAvailableError, UnknownWorkerError
 from ditto.runtime.worker import Handler, WorkerDefinition
 
@@ -27,7 +32,7 @@ class Replica:
     ``transport``, the pool of remote workers reached through it (``limit`` then caps this
     runtime's calls in flight to them)."""
 
-    __slots__ = ("active", "available", "definition", "id", "limit", "transport")
+    __slots__ = ("active", "available", "definition", "id", "limit", "transport", "waiting")
 
     def __init__(
         self,
@@ -41,6 +46,9 @@ class Replica:
         self.active = 0
         self.available = True
         self.transport = transport
+        self.waiting: deque[asyncio.Future[None]] = deque()
+        """A remote pool's calls waiting for one of its ``limit`` slots, oldest first (see
+        :mod:`ditto.runtime.remote`)."""
 
     def has_capacity(self) -> bool:
         return self.available and (self.limit is None or self.active < self.limit)
@@ -49,7 +57,16 @@ class Replica:
 class Route:
     """Everything needed to run one node type: its contract and the replicas implementing it."""
 
-    __slots__ = ("_cursor", "by_id", "contract", "handlers", "node_type", "remote", "replicas")
+    __slots__ = (
+        "_cursor",
+        "by_id",
+        "contract",
+        "handlers",
+        "node_type",
+        "remote",
+        "replicas",
+        "retry",
+    )
 
     def __init__(self, contract: NodeContract) -> None:
         self.node_type = contract.node_type
@@ -60,6 +77,9 @@ class Route:
         """Remote pools (replicas with a transport), used when no local replica has room."""
         self.by_id: dict[str, Replica] = {}
         self.handlers: dict[str, Handler] = {}
+        self.retry: RetryPolicy | None = None
+        """The default retry policy of the node type: the one its worker declared
+        (``define_worker(..., retry=...)``); a call's or a task's own policy wins."""
         self._cursor = 0
 
     def add(self, replica: Replica, handler: Handler) -> None:
@@ -104,6 +124,9 @@ class Route:
         for pool in self.remote:
             if pool.has_capacity():
                 return pool
+        for pool in self.remote:
+            if pool.available:
+                return pool  # at its limit: the call waits there for a slot, within its deadline
         raise NoWorkerAvailableError(self.node_type)
 
 

@@ -26,9 +26,12 @@ from ditto.runtime.checkpoints.graphs import GraphCheckpoint, graph_scope
 from ditto.runtime.context import NO_ANSWER, ExecutionScope, Invoker
 from ditto.runtime.invocation import invoke_route, new_execution_id
 from ditto.runtime.results import GraphRunError, InterruptInfo, RunResult
-from ditto.runtime.scheduler import AfterTask, execute_plan
+from ditto.runtime.scheduler import AfterTask, TaskCall, execute_plan
+from ditto.runtime.tracing import end_span
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from ditto.graph.task import Task
     from ditto.runtime.checkpoints.graphs import KnownPlans
     from ditto.runtime.checkpoints.port import CheckpointStore
@@ -39,6 +42,7 @@ __all__ = (
     "RunRequest",
     "RunServices",
     "checked_request",
+    "checked_wait",
     "execute_run",
     "seconds",
     "stored_result",
@@ -68,6 +72,9 @@ class RunServices(Protocol):
 
     @property
     def invoke_nested(self) -> Invoker: ...
+
+    @property
+    def tracer(self) -> Tracer | None: ...
 
 
 @dataclass(slots=True)
@@ -139,6 +146,25 @@ def seconds(value: float, name: str) -> float:
     return float(value)
 
 
+def checked_wait(wait: object) -> float | None:
+    """``wait`` (seconds to wait for a checkpoint's lease another run holds) if it is ``None``
+    or a non-negative, finite number.
+
+    Raises:
+        InvalidInputError: It is not.
+    """
+    if wait is None:
+        return None
+    if (
+        isinstance(wait, bool)
+        or not isinstance(wait, int | float)
+        or not math.isfinite(wait)
+        or wait < 0
+    ):
+        raise InvalidInputError("wait must be a non-negative number of seconds")
+    return float(wait)
+
+
 def stored_result(plan: Plan, checkpoint: GraphCheckpoint) -> RunResult:
     """The result of a checkpointed run that already completed (nothing runs again)."""
     return RunResult(
@@ -165,9 +191,32 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
         DittoError: The checkpoint store failed (``CHECKPOINT_STORE_UNAVAILABLE``): admission
             stopped, started tasks finished, then the error propagates.
     """
+    run_id = new_execution_id()
+    tracer = services.tracer
+    if tracer is None:
+        return await _execute(services, request, run_id, None)
+    attributes: dict[str, str | int] = {
+        "ditto.graph_id": request.plan.graph_id,
+        "ditto.run_id": run_id,
+        "ditto.tasks": len(request.plan.tasks),
+    }
+    if request.checkpoint is not None:
+        attributes["ditto.checkpoint_id"] = request.checkpoint.id
+    if request.principal is not None:
+        attributes["ditto.principal"] = request.principal
+    with tracer.start_as_current_span(
+        f"ditto.run {request.plan.graph_id}", attributes=attributes
+    ) as span:
+        outcome = await _execute(services, request, run_id, tracer)
+        span.set_attribute("ditto.status", outcome.status)
+        return outcome
+
+
+async def _execute(
+    services: RunServices, request: RunRequest, run_id: str, tracer: Tracer | None
+) -> RunResult:
     plan = request.plan
     checkpoint = request.checkpoint
-    run_id = new_execution_id()
     graph_id = plan.graph_id
     routes = services.registry.routes
     default_timeout = services.default_timeout
@@ -197,8 +246,10 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
             execution=ExecutionScope(graph_id, run_id, task.id),
             key_scope=key_scope,
             answer=answers.get(task.id, NO_ANSWER) if answers else NO_ANSWER,
+            retry=task.retry,
         )
 
+    run_task: TaskCall = call if tracer is None else _traced(call, tracer, run_id, principal)
     finished: dict[int, NodeResult[Any]] | None = None
     if checkpoint is not None and checkpoint.finished:
         position = {task.id: index for index, task in enumerate(plan.tasks)}
@@ -206,7 +257,7 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
     results, failure = await execute_plan(
         plan,
         request.run_input,
-        call,
+        run_task,
         request.limit,
         finished=finished,
         after=_after(plan, checkpoint, request.observe),
@@ -257,6 +308,27 @@ async def execute_run(services: RunServices, request: RunRequest) -> RunResult:
         task_id, cause = failure
         raise GraphRunError(task_id, cause, outcome) from cause
     return outcome
+
+
+def _traced(call: TaskCall, tracer: Tracer, run_id: str, principal: str | None) -> TaskCall:
+    """``call``, each task in a span of its own (a child of the run's)."""
+
+    async def traced(task: Task, node_input: Any) -> NodeResult[Any]:
+        attributes: dict[str, str] = {
+            "ditto.run_id": run_id,
+            "ditto.task_id": task.id,
+            "ditto.node_type": task.node_type,
+        }
+        if principal is not None:
+            attributes["ditto.principal"] = principal
+        with tracer.start_as_current_span(
+            f"ditto.task {task.node_type}", attributes=attributes
+        ) as span:
+            result = await call(task, node_input)
+            end_span(span, result)
+            return result
+
+    return traced
 
 
 def _check_payloads(interrupts: list[InterruptInfo]) -> None:

@@ -23,7 +23,7 @@ from ditto.errors import ErrorCode, InvalidInputError
 from ditto.graph.builder import Graph
 from ditto.runtime.loop_runner import LoopServices, check_loop, run_loop
 from ditto.runtime.loops import LoopEvent, PlanLoop, StateLoop
-from ditto.runtime.runs import stored_result
+from ditto.runtime.runs import checked_wait, stored_result
 
 if TYPE_CHECKING:
     from ditto.graph.plan import Plan
@@ -84,7 +84,9 @@ class StreamServices(LoopServices, Protocol):
         principal: str | None,
     ) -> RunRequest: ...
 
-    async def open_checkpoint(self, request: RunRequest, checkpoint_id: str) -> GraphCheckpoint: ...
+    async def open_checkpoint(
+        self, request: RunRequest, checkpoint_id: str, wait: float | None = None
+    ) -> GraphCheckpoint: ...
 
     async def execute(
         self, request: RunRequest, observe: ResultObserver | None = None
@@ -121,6 +123,9 @@ class RunStream:
         self._task: asyncio.Task[None] | None = None
         self._send: MemoryObjectSendStream[StreamEvent | BaseException] | None = None
         self._receive: MemoryObjectReceiveStream[StreamEvent | BaseException] | None = None
+        self._opened: GraphCheckpoint | None = None
+        """The checkpoint whose lease this stream's run holds (given up by the run, and again
+        here in case the run never started)."""
 
     async def __aenter__(self) -> AsyncIterator[StreamEvent]:
         # Everything is checked before the stream exists, so a bad argument raises from
@@ -138,7 +143,7 @@ class RunStream:
         plan = self._plan
         options = dict(self._options)
         if isinstance(plan, Graph):
-            unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint"}
+            unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint", "wait"}
             if unknown:
                 raise InvalidInputError(f"stream() has no option {sorted(unknown)[0]!r}")
             request = runtime.request(
@@ -150,7 +155,9 @@ class RunStream:
             )
             checkpoint = options.get("checkpoint")
             if checkpoint is not None:
-                request.checkpoint = await runtime.open_checkpoint(request, checkpoint)
+                request.checkpoint = self._opened = await runtime.open_checkpoint(
+                    request, checkpoint, checked_wait(options.get("wait"))
+                )
 
             async def observe(task_id: str, result: NodeResult[Any]) -> None:
                 error = result.error
@@ -171,7 +178,14 @@ class RunStream:
 
             return run_graph
 
-        unknown = options.keys() - {"concurrency", "timeout", "principal", "checkpoint", "on_event"}
+        unknown = options.keys() - {
+            "concurrency",
+            "timeout",
+            "principal",
+            "checkpoint",
+            "on_event",
+            "wait",
+        }
         if unknown:
             raise InvalidInputError(f"stream() has no option {sorted(unknown)[0]!r}")
         checked = check_loop(
@@ -181,6 +195,7 @@ class RunStream:
             timeout=options.get("timeout"),
             principal=options.get("principal"),
             checkpoint=options.get("checkpoint"),
+            wait=options.get("wait"),
         )
         observer = options.get("on_event")
 
@@ -215,6 +230,8 @@ class RunStream:
             except asyncio.CancelledError:
                 if not task.cancelled():
                     raise
+        if self._opened is not None:
+            await self._opened.release()
         # The pump closes the send end when it ran; a task cancelled before it started did not.
         if self._send is not None:
             self._send.close()

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ditto.contracts.node_types import NodeContract
+from ditto.contracts.retry import RetryPolicy
 from ditto.errors import WorkerDefinitionError
 from ditto.runtime.offload import ProcessPool, threaded
 
@@ -63,6 +64,8 @@ class WorkerDefinition:
     dispose: Dispose | None
     trusted_outputs: bool = False
     """Output Structs of the right type are passed on unchecked (see ``define_worker``)."""
+    retry: RetryPolicy | None = None
+    """The default retry policy of this worker's node types (see ``define_worker``)."""
 
     @property
     def node_types(self) -> frozenset[str]:
@@ -77,6 +80,7 @@ def define_worker(
     concurrency: int | None = None,
     dispose: Dispose | None = None,
     trusted_outputs: bool = False,
+    retry: RetryPolicy | None = None,
 ) -> WorkerDefinition:
     """Define a worker.
 
@@ -91,6 +95,11 @@ def define_worker(
         trusted_outputs: Pass output Structs of the node's output type on unchecked. Only for
             workers that build every output from values they validated themselves: checking
             copies the output, which for pages of records is most of a call's cost.
+        retry: The default :class:`~ditto.contracts.retry.RetryPolicy` of these node types,
+            for every call routed to them in this runtime; a call's (``invoke(..., retry=)``)
+            or a graph task's own policy wins. ``None``: one attempt. Applied by the runtime
+            the worker is registered with: a worker served remotely (``ditto worker serve``)
+            retries on its own host, within the call's deadline.
 
     Returns:
         An immutable :class:`WorkerDefinition`.
@@ -98,7 +107,8 @@ def define_worker(
     Raises:
         WorkerDefinitionError: ``INVALID_WORKER`` for an empty type, no handlers, a bad node type,
             a handler that is not callable (or an ``async`` one declared CPU-bound),
-            unresolvable annotations or a bad concurrency.
+            unresolvable annotations, a bad concurrency or a ``retry`` that is not a
+            ``RetryPolicy``.
     """
     if not isinstance(type, str) or not type.strip():
         raise WorkerDefinitionError("a worker type must be a non-empty string")
@@ -112,11 +122,18 @@ def define_worker(
         )
     if dispose is not None and not callable(dispose):
         raise WorkerDefinitionError(f"worker {type!r}: dispose must be callable")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise WorkerDefinitionError(f"worker {type!r}: retry must be a RetryPolicy or None")
     cpu_bound = any(isinstance(spec, NodeSpec) and spec.cpu_bound for spec in handlers.values())
     pool = ProcessPool(concurrency) if cpu_bound else None
     nodes = {node_type: _bind(type, node_type, spec, pool) for node_type, spec in handlers.items()}
     return WorkerDefinition(
-        type, MappingProxyType(nodes), concurrency, _with_pool(dispose, pool), trusted_outputs
+        type,
+        MappingProxyType(nodes),
+        concurrency,
+        _with_pool(dispose, pool),
+        trusted_outputs,
+        retry,
     )
 
 

@@ -1,9 +1,10 @@
 """A child process for the checkpoint tests: runs, is killed, resumes, answers interrupts.
 
 ``python -m tests.reliability.checkpoint_child MODE --store KIND:WHERE ...`` prints one JSON line
-with what it saw. Every side effect of a task is one line ``<task id>`` appended to the
-``--effects`` file with ``O_APPEND`` (it reaches the kernel before the handler returns, so it
-survives a ``kill -9`` of this process); the parent counts them.
+with what it saw. Every side effect of a task is one line ``<task id>=<ctx.idempotency_key>``
+appended to the ``--effects`` file with ``O_APPEND`` (it reaches the kernel before the handler
+returns, so it survives a ``kill -9`` of this process); the parent counts them, by task and by
+key.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import os
 import signal
 from typing import Any
 
-from ditto import Ditto, NodeContext, create_ditto, define_worker, graph
+from ditto import Ditto, DittoError, NodeContext, define_worker, graph
 from ditto.graph import Graph
 from ditto.runtime.checkpoints import CheckpointStore
+from ditto.runtime.limits import RuntimeLimits
 
 CHAINS = 10
 """The long run: ``CHAINS`` chains of ``LENGTH`` tasks each, 200 tasks in all."""
@@ -77,16 +79,21 @@ def build_runtime(args: argparse.Namespace) -> Ditto:
         if calls == args.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # before this task's effect
         await asyncio.sleep(args.sleep)
-        os.write(effects, f"{input['task']}\n".encode())
+        os.write(effects, f"{input['task']}={ctx.idempotency_key}\n".encode())
         return {"done": input["task"]}
 
     async def approve(input: dict[str, str], ctx: NodeContext) -> dict[str, bool]:
         answer = ctx.interrupt({"question": "send the draft?"})
-        os.write(effects, f"answered:{answer}\n".encode())
+        os.write(effects, f"answered:{answer}={ctx.idempotency_key}\n".encode())
         return {"approved": answer == "approve"}
 
     worker = define_worker("side", {"SIDE.EFFECT": side_effect, "SIDE.APPROVE": approve})
-    return create_ditto(workers=[worker], checkpoints=open_store(args.store))
+    # A short lease: a resume after a kill waits (--wait) until the dead run's lease lapses.
+    runtime = Ditto(
+        RuntimeLimits(checkpoint_lease_ms=args.lease_ms), checkpoints=open_store(args.store)
+    )
+    runtime.register(worker)
+    return runtime
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,9 +104,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             )
             return {"status": result.status, "ok": result.ok, "tasks": len(result)}
         if args.mode == "resume-long":
-            result = await runtime.resume(
-                args.checkpoint, plan=long_plan(), concurrency=args.concurrency
-            )
+            try:
+                result = await runtime.resume(
+                    args.checkpoint, plan=long_plan(), concurrency=args.concurrency, wait=args.wait
+                )
+            except DittoError as exc:
+                return {"error": exc.code, "details": exc.details}
             return {"status": result.status, "ok": result.ok, "tasks": len(result)}
         if args.mode == "ask":
             result = await runtime.run(approval_plan(), {"to": "bob"}, checkpoint=args.checkpoint)
@@ -128,4 +138,6 @@ if __name__ == "__main__":
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--answer", default=None)
+    parser.add_argument("--lease-ms", type=int, default=1000)
+    parser.add_argument("--wait", type=float, default=0.0)
     print(json.dumps(asyncio.run(main(parser.parse_args()))), flush=True)

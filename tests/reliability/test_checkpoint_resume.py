@@ -79,7 +79,15 @@ async def recorded_tasks(spec: str, checkpoint_id: str) -> set[str]:
 
 
 def effects_of(path: Path) -> Counter[str]:
-    return Counter(path.read_text().split()) if path.exists() else Counter()
+    """How many times each task's side effect happened."""
+    lines = path.read_text().split() if path.exists() else []
+    return Counter(line.partition("=")[0] for line in lines)
+
+
+def keys_of(path: Path) -> Counter[str]:
+    """How many times a side effect happened under each ``ctx.idempotency_key``."""
+    lines = path.read_text().split() if path.exists() else []
+    return Counter(line.partition("=")[2] for line in lines)
 
 
 async def test_a_run_killed_mid_way_resumes_in_a_new_process_running_each_task_once(
@@ -103,10 +111,7 @@ async def test_a_run_killed_mid_way_resumes_in_a_new_process_running_each_task_o
 
     resumed = child(
         "resume-long",
-        "--checkpoint",
-        "long-1",
-        "--concurrency",
-        "4",
+        *("--checkpoint", "long-1", "--concurrency", "4", "--wait", "30"),
         effects=effects,
         spec=store_spec,
     )
@@ -114,6 +119,65 @@ async def test_a_run_killed_mid_way_resumes_in_a_new_process_running_each_task_o
     after = effects_of(effects)
     assert len(after) == TASKS, "every task ran"
     assert set(after.values()) == {1}, "no task ran twice"
+    keys = keys_of(effects)
+    assert len(keys) == TASKS, "one key per task, the same across the kill"
+    assert set(keys.values()) == {1}, "exactly once per key"
+
+
+def test_two_processes_resuming_one_checkpoint_at_once_run_each_task_once(tmp_path: Path) -> None:
+    """The issue's case: a 200-task run killed after 40 tasks, then two resumes at the same
+    time (a cron job and a crash handler). One runs the rest; the other waits for the lease and
+    gets the completed result (or, without ``--wait``, ``CHECKPOINT_BUSY``)."""
+    spec = f"sqlite:{tmp_path / 'checkpoints.sqlite'}"
+    effects = tmp_path / "effects.log"
+    child(
+        "long", "--checkpoint", "twice", "--kill-at", "41", effects=effects, spec=spec, check=False
+    )
+    assert sum(effects_of(effects).values()) == 40
+
+    def resumer(checkpoint: str, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                *("-m", "tests.reliability.checkpoint_child", "resume-long"),
+                *("--checkpoint", checkpoint, "--concurrency", "4", *extra),
+                *("--store", spec, "--effects", str(effects)),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    # Both wait out the killed run's lease, then race for it.
+    processes = [resumer("twice", "--wait", "30"), resumer("twice", "--wait", "30")]
+    outcomes = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr[-2000:]
+        outcomes.append(json.loads(stdout.splitlines()[-1]))
+    assert outcomes == [{"status": "completed", "ok": True, "tasks": TASKS}] * 2
+    keys = keys_of(effects)
+    assert len(keys) == TASKS
+    assert set(keys.values()) == {1}, "every side effect once"
+
+    # Without waiting, a resume while another process runs the checkpoint is told who does.
+    effects = tmp_path / "busy.log"
+    child(
+        "long", "--checkpoint", "busy", "--kill-at", "41", effects=effects, spec=spec, check=False
+    )
+    running = resumer("busy", "--wait", "30", "--sleep", "0.02")
+    deadline = time.monotonic() + 60
+    while sum(effects_of(effects).values()) < 45:  # the resume holds the checkpoint now
+        assert running.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    refused = child("resume-long", "--checkpoint", "busy", effects=effects, spec=spec)
+    stdout, stderr = running.communicate(timeout=120)
+    assert running.returncode == 0, stderr[-2000:]
+    assert json.loads(stdout.splitlines()[-1])["ok"]
+    assert refused["error"] == "CHECKPOINT_BUSY"
+    assert refused["details"]["holder"].split(":")[1] == str(running.pid)
 
 
 def test_a_kill_at_a_random_moment_reruns_only_the_tasks_in_flight(tmp_path: Path) -> None:
@@ -147,7 +211,10 @@ def test_a_kill_at_a_random_moment_reruns_only_the_tasks_in_flight(tmp_path: Pat
     before = effects_of(effects)
 
     resumed = child(
-        "resume-long", "--checkpoint", "long-2", "--concurrency", "8", effects=effects, spec=spec
+        "resume-long",
+        *("--checkpoint", "long-2", "--concurrency", "8", "--wait", "30"),
+        effects=effects,
+        spec=spec,
     )
     assert resumed["ok"]
     assert resumed["tasks"] == TASKS

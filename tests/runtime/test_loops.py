@@ -512,7 +512,12 @@ async def test_cancelling_the_caller_stops_the_loop(how: str) -> None:
     assert outcome == []
     assert probe.calls == calls  # nothing ran after the cancellation
     assert 1 <= len(calls) <= 5
-    assert probe.cancelled == [calls[-1]]
+    if how == "move_on_after":
+        # The deadline lands in a node (cancelled) or, now and then, between two iterations
+        # (the last node had finished): either way nothing runs after it.
+        assert probe.cancelled in ([calls[-1]], [])
+    else:
+        assert probe.cancelled == [calls[-1]]
 
 
 @pytest.mark.parametrize(("concurrency", "peak"), [(2, 2), (None, 6)])

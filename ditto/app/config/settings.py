@@ -36,6 +36,8 @@ __all__ = (
 )
 
 MAX_TIMEOUT_MS = 2**31 - 1
+MAX_CHECKPOINT_LEASE_MS = 86_400_000
+"""A day: the longest lease a checkpoint store takes."""
 
 
 class _Strict(BaseModel):
@@ -51,11 +53,15 @@ class RemoteSettings(_Strict):
     prefix: str = Field("ditto:", min_length=1, max_length=100)
     """Key prefix shared by the runtime and its workers."""
     concurrency: int | None = Field(None, ge=1, le=1_000_000)
-    """Most calls this runtime has in flight to remote workers; ``null`` = unlimited."""
+    """Most calls this runtime has in flight to remote workers (more wait for a free slot,
+    first come first served, within their deadlines); ``null`` = unlimited."""
     max_pending: int = Field(10_000, ge=1, le=10_000_000)
     """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
-    claim_idle_ms: int = Field(30_000, ge=100, le=MAX_TIMEOUT_MS)
-    """Workers take over a call left this long by a worker that stopped renewing it."""
+    claim_idle_ms: int = Field(5_000, ge=100, le=MAX_TIMEOUT_MS)
+    """Workers take over a call left this long by a worker that stopped renewing it (a live
+    worker renews its calls every fifth of it, from a thread of its own, so a handler that
+    blocks the event loop is not taken from it). Well inside the default node deadline: a dead
+    worker's calls are redelivered in time to succeed."""
     heartbeat_ms: int = Field(1_000, ge=50, le=60_000)
     """How often a worker announces itself; three missed beats and it counts as gone."""
     redis_url: SecretStr | None = None
@@ -93,6 +99,15 @@ class RuntimeSettings(_Strict):
     turns the watchdog off."""
     loop_max_iterations: int = Field(DEFAULT_LIMITS.loop_max_iterations, ge=1, le=1_000_000)
     """Most graph executions of one ``runtime.loop``, unless its definition sets a limit."""
+    checkpoint_lease_ms: int = Field(
+        DEFAULT_LIMITS.checkpoint_lease_ms, ge=100, le=MAX_CHECKPOINT_LEASE_MS
+    )
+    """How long a checkpointed run's lease outlives its last renewal (renewed every third of
+    it): a second opener of the checkpoint gets ``CHECKPOINT_BUSY`` meanwhile, and a run
+    killed with ``kill -9`` keeps its checkpoint this long from the next one."""
+    tracing: bool = DEFAULT_LIMITS.tracing
+    """Record OpenTelemetry spans (a run, each task, each checkpoint write) through the global
+    tracer provider; needs the ``otel`` extra."""
     remote: RemoteSettings = RemoteSettings()
 
 
@@ -336,6 +351,8 @@ class Settings(_Strict):
             graph_concurrency=runtime.graph_concurrency,
             stall_warning_ms=runtime.stall_warning_ms,
             loop_max_iterations=runtime.loop_max_iterations,
+            checkpoint_lease_ms=runtime.checkpoint_lease_ms,
+            tracing=runtime.tracing,
         )
 
 

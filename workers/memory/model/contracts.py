@@ -271,6 +271,12 @@ class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     memories: Annotated[list[MemoryDraft], Meta(max_length=MAX_BATCH)]
     mode: WriteMode = "create"
+    idempotent: bool = False
+    """Key the write by the call's ``ctx.idempotency_key``: each draft without a ``key`` gets
+    ``~<digest of the idempotency key>:<position>``, so the same work written again — a task
+    rerun by a resume, a remote call redelivered, a retry — replays its first records instead
+    of storing them twice (``create``: a rerun with other content is ``CONFLICT``; ``upsert``:
+    it replaces them)."""
 
 
 class WriteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

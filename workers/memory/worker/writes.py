@@ -3,6 +3,8 @@ embedding new text, and checking what the store returned."""
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 from ditto.runtime.context import NodeContext
@@ -10,6 +12,7 @@ from workers.memory.model.contracts import (
     DEFAULT_NAMESPACE,
     DeleteInput,
     DeleteOutput,
+    MemoryDraft,
     MemoryItem,
     MemoryPatch,
     UpdateInput,
@@ -37,6 +40,18 @@ _PATCH_FIELDS = (
 )
 
 
+def _keyed_by_work(drafts: list[MemoryDraft], idempotency_key: str) -> list[MemoryDraft]:
+    """``drafts``, each without a key given one derived from the work and its position (the
+    idempotency key itself is not stored: it may name a checkpoint or a run)."""
+    work = hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
+    return [
+        draft
+        if draft.key is not None
+        else msgspec.structs.replace(draft, key=f"~{work}:{position}")
+        for position, draft in enumerate(drafts)
+    ]
+
+
 class WriteNodes(NodeBase):
     """The handlers of ``MEMORY.WRITE``, ``MEMORY.UPDATE`` and ``MEMORY.DELETE``."""
 
@@ -44,6 +59,8 @@ class WriteNodes(NodeBase):
         self._start_hygiene()
         check_input(request)
         memories = [namespaced(position, draft) for position, draft in enumerate(request.memories)]
+        if request.idempotent:
+            memories = _keyed_by_work(memories, ctx.idempotency_key)
         request = msgspec.structs.replace(request, memories=memories)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
