@@ -63,8 +63,7 @@ def end_span(span: Span, result: NodeResult[Any]) -> None:
     span.set_attribute("ditto.status", result.status)
     if result.worker_id is not None:
         span.set_attribute("ditto.worker_id", result.worker_id)
-    attempts = getattr(result, "attempts", 1)
-    span.set_attribute("ditto.attempts", attempts)
+    span.set_attribute("ditto.attempts", result.attempts)
     error = result.error
     if error is not None:
         from opentelemetry.trace import Status, StatusCode
