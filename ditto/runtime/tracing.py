@@ -9,7 +9,8 @@ them. Spans and their attributes (all under ``ditto.``):
 * ``ditto.run <graph>``: ``graph_id``, ``run_id``, ``checkpoint_id``, ``principal``,
   ``tasks``, then ``status``;
 * ``ditto.task <node type>``: ``run_id``, ``task_id``, ``node_type``, ``principal``, then
-  ``status``, ``worker_id``, ``attempts`` and ``error_code``;
+  ``status``, ``worker_id``, ``attempts`` and ``error_code``, and an event ``ditto.attempt``
+  per retried attempt (its execution id, status, error code, duration and the pause after it);
 * ``ditto.checkpoint.<operation>``: ``checkpoint_id``, and ``records`` for an append.
 """
 
@@ -64,6 +65,17 @@ def end_span(span: Span, result: NodeResult[Any]) -> None:
     if result.worker_id is not None:
         span.set_attribute("ditto.worker_id", result.worker_id)
     span.set_attribute("ditto.attempts", result.attempts)
+    for number, earlier in enumerate(result.retries, start=1):
+        # One event per attempt that was retried: when it ended, how, and the pause after it.
+        attributes: dict[str, str | float | int] = {
+            "ditto.attempt": number,
+            "ditto.execution_id": earlier.execution_id,
+            "ditto.status": earlier.status,
+            "ditto.duration_ms": earlier.duration_ms,
+            "ditto.delay_ms": earlier.delay_ms,
+            "ditto.error_code": earlier.error.code,
+        }
+        span.add_event("ditto.attempt", attributes)
     error = result.error
     if error is not None:
         from opentelemetry.trace import Status, StatusCode

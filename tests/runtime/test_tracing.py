@@ -95,6 +95,36 @@ async def test_a_run_is_a_span_with_a_child_per_task_and_per_checkpoint_write(
     assert {"ditto.checkpoint.acquire", "ditto.checkpoint.save"} <= names
 
 
+async def test_a_retried_task_shows_each_earlier_attempt_as_an_event(
+    spans: InMemorySpanExporter,
+) -> None:
+    from ditto import RetryPolicy
+
+    failures = [2]
+
+    async def flaky(value: Any, ctx: NodeContext) -> Any:
+        if failures[0]:
+            failures[0] -= 1
+            raise DittoError("later", code="STORE_UNAVAILABLE", retryable=True)
+        return value
+
+    policy = RetryPolicy(max_attempts=3, initial=0.001, jitter=False)
+    plan = graph("flaky").node("f", "W.FLAKY", [], lambda i, d: 1, retry=policy)
+    runtime = Ditto(RuntimeLimits(tracing=True))
+    runtime.register(define_worker("flaky", {"W.FLAKY": flaky}))
+    async with runtime:
+        assert (await runtime.run(plan, None)).ok
+    (task,) = [span for span in spans.get_finished_spans() if span.name == "ditto.task W.FLAKY"]
+    assert task.attributes is not None
+    assert task.attributes["ditto.attempts"] == 3
+    events = [event for event in task.events if event.name == "ditto.attempt"]
+    assert [event.attributes["ditto.attempt"] for event in events if event.attributes] == [1, 2]
+    assert all(
+        event.attributes and event.attributes["ditto.error_code"] == "STORE_UNAVAILABLE"
+        for event in events
+    )
+
+
 async def test_no_span_when_tracing_is_off(spans: InMemorySpanExporter) -> None:
     async with traced_runtime(enabled=False) as runtime:
         assert (await runtime.run(PLAN, None, checkpoint="job-2")).status == "completed"
