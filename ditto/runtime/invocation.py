@@ -241,27 +241,8 @@ async def _retrying(
     lazily), so a policy costs a call that succeeds at once one frame more."""
     started = perf_counter()
     loop = asyncio.get_running_loop()
-    first_id = new_execution_id() if execution_id is None else execution_id
-    first = await invoke_route(
-        nested,
-        route,
-        value,
-        deadline=policy.attempt_deadline(deadline, loop.time()),
-        principal=principal,
-        worker=worker,
-        execution=execution,
-        answer=answer,
-        attempt=attempt,
-        execution_id=first_id,
-        idempotency_key=idempotency_key,
-        key_scope=key_scope,
-        retry=ONCE,
-    )
-    if first.status == "success":
-        return first
-    key = key_of(execution, first_id, key_scope) if idempotency_key is None else idempotency_key
 
-    def again(number: int) -> Awaitable[NodeResult[Any]]:
+    def run(number: int, attempt_id: str | None, key: str | None) -> Awaitable[NodeResult[Any]]:
         return invoke_route(
             nested,
             route,
@@ -272,13 +253,20 @@ async def _retrying(
             execution=execution,
             answer=answer,
             attempt=attempt + number - 1,
-            execution_id=execution_id,
+            execution_id=attempt_id,
             idempotency_key=key,
             key_scope=key_scope,
             retry=ONCE,
         )
 
-    return await retried(policy, again, deadline, first, started)
+    first_id = new_execution_id() if execution_id is None else execution_id
+    first = await run(1, first_id, idempotency_key)
+    if first.status == "success":
+        return first
+    key = key_of(execution, first_id, key_scope) if idempotency_key is None else idempotency_key
+    return await retried(
+        policy, lambda number: run(number, execution_id, key), deadline, first, started
+    )
 
 
 def _timed_out(
