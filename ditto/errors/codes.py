@@ -65,6 +65,12 @@ class ErrorCode(StrEnum):
     the store holds data under its keys that it did not write or cannot read."""
     CHECKPOINT_STORE_UNAVAILABLE = "CHECKPOINT_STORE_UNAVAILABLE"
     """The checkpoint store is unreachable or failed (retryable), or is closed (not retryable)."""
+    CHECKPOINT_BUSY = "CHECKPOINT_BUSY"
+    """Another run holds the checkpoint's lease (retryable once it ends or its lease expires;
+    the details name the holder and when the lease expires)."""
+    CHECKPOINT_LEASE_LOST = "CHECKPOINT_LEASE_LOST"
+    """This run's lease on the checkpoint expired or was taken over: it may write nothing more
+    (a fencing token the store checks), so a stale process never overwrites a newer one."""
     # ----------------------------------------------------------------- remote workers
     TRANSPORT_UNAVAILABLE = "TRANSPORT_UNAVAILABLE"
     """The transport to remote workers (Redis) cannot be reached or failed (retryable)."""
@@ -75,6 +81,9 @@ class ErrorCode(StrEnum):
     REMOTE_KEY_MISMATCH = "REMOTE_KEY_MISMATCH"
     """Workers of the node type are alive, but none holds this caller's ``DITTO_REMOTE_SECRET``
     (their key fingerprints differ): the call was not sent."""
+    DEAD_LETTERED = "DEAD_LETTERED"
+    """A remote call was delivered more than ``max_deliveries`` times (its workers kept dying
+    on it): it went to the dead-letter stream instead of running again."""
     # ----------------------------------------------------------------- stored records
     NOT_FOUND = "NOT_FOUND"
     """A record the operation needs does not exist."""
