@@ -11,6 +11,7 @@ rolled back (as for any timeout, the outcome on the worker is unknown).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable
 from time import perf_counter
@@ -42,7 +43,21 @@ __all__ = ("call_remote", "remote_definition")
 _TIMEOUT = ErrorInfo(
     ErrorCode.TIMEOUT.value, "the remote node did not reply before its deadline", True
 )
+_WAITED = ErrorInfo(
+    ErrorCode.TIMEOUT.value,
+    "the call's deadline passed while it waited for a free remote slot (nothing was sent)",
+    True,
+)
+_QUEUE_FULL = ErrorInfo(
+    ErrorCode.QUEUE_FULL.value,
+    "too many calls are already waiting for a free slot of this remote pool",
+    True,
+)
 _encode = msgspec.msgpack.Encoder().encode
+
+MAX_WAITING = 10_000
+"""Calls of one remote pool waiting for a slot (the pool at its ``concurrency``) before new
+ones get ``QUEUE_FULL`` — the default ``runtime.remote.max_pending``."""
 
 
 def remote_definition(
@@ -95,27 +110,30 @@ async def call_remote(
     transport = replica.transport
     assert transport is not None
     node = route.node_type
-    remaining = deadline - asyncio.get_running_loop().time()
-    envelope = CallEnvelope(
-        execution_id,
-        node,
-        msgspec.Raw(_encode(node_input)),
-        time.time() + remaining,
-        principal,
-        None if execution is None else (execution[0], execution[1], execution[2]),
-        1,
-        transport.reply_to,
-        idempotency_key,
-    )
-    replica.active += 1
+    refused = await _take_slot(replica, deadline)
+    if refused is not None:
+        status = "timeout" if refused is _WAITED else "failed"
+        return _result(execution_id, node, status, None, refused, replica.id, started)
     try:
+        remaining = deadline - asyncio.get_running_loop().time()
+        envelope = CallEnvelope(
+            execution_id,
+            node,
+            msgspec.Raw(_encode(node_input)),
+            time.time() + remaining,
+            principal,
+            None if execution is None else (execution[0], execution[1], execution[2]),
+            1,
+            transport.reply_to,
+            idempotency_key,
+        )
         reply = await transport.call(envelope, remaining)
     except TimeoutError:
         return _result(execution_id, node, "timeout", None, _TIMEOUT, replica.id, started)
     except (NoWorkerAvailableError, DittoError) as exc:
         return _result(execution_id, node, "failed", None, exc.to_info(), replica.id, started)
     finally:
-        replica.active -= 1
+        _release_slot(replica)
     output = None
     error = reply.error
     if reply.status == "success":
@@ -137,6 +155,46 @@ async def call_remote(
     elif error is None:
         error = ErrorInfo(ErrorCode.INTERNAL_ERROR.value, f"the remote node ended {reply.status}")
     return _result(execution_id, node, reply.status, output, error, reply.worker_id, started)
+
+
+async def _take_slot(replica: Replica, deadline: float) -> ErrorInfo | None:
+    """Count the call in ``replica``'s limit, waiting first come, first served while the pool
+    is at it (the deadline still running); why not, when it cannot: the deadline passed while
+    it waited (:data:`_WAITED`), or :data:`MAX_WAITING` calls already wait (``QUEUE_FULL``)."""
+    limit = replica.limit
+    waiting = replica.waiting
+    if limit is None or (replica.active < limit and not waiting):
+        replica.active += 1
+        return None
+    if len(waiting) >= MAX_WAITING:
+        return _QUEUE_FULL
+    turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiting.append(turn)
+    try:
+        async with asyncio.timeout_at(deadline):
+            await turn  # the slot is handed over: ``active`` already counts this call
+    except BaseException as exc:
+        if turn.done() and not turn.cancelled():
+            _release_slot(replica)  # handed over just as the call left: pass it on
+        else:
+            turn.cancel()
+            with contextlib.suppress(ValueError):
+                waiting.remove(turn)  # O(n), only for a call that gave up while waiting
+        if isinstance(exc, TimeoutError):
+            return _WAITED
+        raise
+    return None
+
+
+def _release_slot(replica: Replica) -> None:
+    """Hand the slot to the oldest waiting call, if any; else free it."""
+    waiting = replica.waiting
+    while waiting:
+        turn = waiting.popleft()
+        if not turn.done():
+            turn.set_result(None)
+            return
+    replica.active -= 1
 
 
 def _result(

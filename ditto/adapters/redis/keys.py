@@ -13,6 +13,11 @@ Everything lives under one prefix (default ``ditto:``):
   a caller sends only when one of them is alive.
 * ``{prefix}worker:{worker id}`` — the worker's self-description, expiring with its heartbeat.
 * ``{prefix}cancel`` — a pub/sub channel of abandoned execution ids.
+* ``{prefix}seen:{execution id}`` — the calls entry id that first took this execution id,
+  expiring a margin after the call's deadline: a worker never runs an execution id a second time
+  from another entry (a replayed envelope), only the same entry taken over from a dead holder.
+* ``{prefix}dead`` — the dead-letter stream: calls that could not be opened or that exhausted
+  their deliveries, with the reason, still sealed.
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ from __future__ import annotations
 __all__ = (
     "GROUP",
     "HEARTBEAT_SCRIPT",
-    "REPLY_SCRIPT",
+    "RENEW_SCRIPT",
     "SEND_SCRIPT",
     "calls_key",
     "cancel_channel",
+    "dead_key",
     "keyed_nodes_key",
     "nodes_key",
     "replies_key",
+    "seen_key",
     "worker_key",
     "worker_pattern",
 )
@@ -52,14 +59,6 @@ drop it unread: the caller would only see a timeout), "is there room",
 makes sure the reply stream exists (an empty stream: workers only reply to streams that exist,
 so a closed caller's stream is never brought back) and sends."""
 
-REPLY_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
-return 1
-"""
-"""KEYS: the caller's reply stream. ARGV: the sealed reply, the stream's approximate cap. A
-reply to a caller that is gone (its stream deleted on close) is dropped."""
-
 HEARTBEAT_SCRIPT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -73,6 +72,22 @@ return now_ms
 """
 """KEYS: the worker key, then each served node type's live-worker set. ARGV: worker id, TTL in
 ms, the worker's description. Returns the server's time in ms."""
+
+
+RENEW_SCRIPT = """
+local renewed = 0
+for i = 3, #ARGV do
+  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if #pending > 0 and pending[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    renewed = renewed + 1
+  end
+end
+return renewed
+"""
+"""KEYS: a calls stream. ARGV: the group, this worker's id, then the entry ids it runs. Resets
+the idle time of those still pending *for this worker* (never takes one back from a worker
+that took it over); returns how many."""
 
 
 def calls_key(prefix: str, node_type: str) -> str:
@@ -101,3 +116,11 @@ def worker_pattern(prefix: str) -> str:
 
 def cancel_channel(prefix: str) -> str:
     return f"{prefix}cancel"
+
+
+def seen_key(prefix: str, execution_id: str) -> str:
+    return f"{prefix}seen:{execution_id}"
+
+
+def dead_key(prefix: str) -> str:
+    return f"{prefix}dead"

@@ -1,10 +1,12 @@
 """A remote worker's answers: reply, acknowledge and delete each finished call, written in
 batches (group commit).
 
-The first call to finish while nothing is being written writes at once, and keeps writing, one
-pipeline per batch, whatever other calls finished meanwhile: a lone call pays no hand-off, and
-under load replies share round trips as a hand-written worker pipelines them. Replies go only to
-reply streams that exist (``REPLY_SCRIPT``), so a caller that closed never gets its stream back.
+The first call to finish while nothing is being written waits one turn of the event loop (the
+calls finishing in the same turn join it), writes, and keeps writing whatever other calls
+finished meanwhile: under load replies share round trips as a hand-written worker pipelines
+them. A batch is one script call (``REPLY_MANY``: reply, acknowledge and delete each call), not
+three commands per call: the worker's loop packs and parses one command per batch. Replies go
+only to reply streams that exist, so a caller that closed never gets its stream back.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ditto.adapters.redis.keys import GROUP, REPLY_SCRIPT
+from ditto.adapters.redis.keys import GROUP
 from ditto.runtime.transports.envelope import CallEnvelope
 
-__all__ = ("REPLIES_KEPT", "RETRY_DELAY", "ReplyWriter", "text")
+__all__ = ("REPLIES_KEPT", "REPLY_MANY", "RETRY_DELAY", "ReplyWriter", "text")
 
 logger = logging.getLogger("ditto.remote")
 
@@ -28,6 +30,23 @@ REPLIES_KEPT = 100_000
 """A reply stream is trimmed to about this many entries (its reader deletes what it read)."""
 RETRY_DELAY = 0.2
 """Seconds between attempts when Redis fails."""
+
+REPLY_MANY = """
+for i = 1, #KEYS, 2 do
+  local entry, reply = ARGV[i + 2], ARGV[i + 3]
+  if reply ~= '' and redis.call('EXISTS', KEYS[i + 1]) == 1 then
+    redis.call('XADD', KEYS[i + 1], 'MAXLEN', '~', ARGV[2], '*', 'e', reply)
+  end
+  redis.call('XACK', KEYS[i], ARGV[1], entry)
+  redis.call('XDEL', KEYS[i], entry)
+end
+return #KEYS / 2
+"""
+"""KEYS: for each finished call, its calls stream and the caller's reply stream (the calls stream
+again when there is nobody to answer). ARGV: the group, the reply streams' approximate cap, then
+for each call its entry id and its sealed reply (empty: none). A reply to a caller that is gone
+(its stream deleted on close) is dropped; every call is acknowledged and deleted. One script, so
+a reply is never written without its acknowledgement (nor the other way round)."""
 
 
 class ReplyWriter:
@@ -58,6 +77,7 @@ class ReplyWriter:
         if not self._writing:
             self._writing = True
             try:
+                await asyncio.sleep(0)  # the calls finishing in this turn join the batch
                 while self._outbox:
                     batch, self._outbox = self._outbox, []
                     await self._write(batch)
@@ -66,30 +86,27 @@ class ReplyWriter:
         await written
 
     async def _write(self, batch: list[_Outgoing]) -> None:
+        reloaded = False
         while batch:
+            keys: list[str] = []
+            arguments: list[Any] = [GROUP, REPLIES_KEPT]
+            for item in batch:
+                envelope, reply = item.envelope, item.reply
+                if envelope is not None and reply is not None:
+                    keys += (item.stream, envelope.reply_to)
+                    arguments += (item.entry_id, reply)
+                else:
+                    keys += (item.stream, item.stream)
+                    arguments += (item.entry_id, b"")
             try:
-                # Not a transaction: a worker that dies between the reply and the acknowledgement
-                # leaves the call pending, it runs again, and the caller keeps the first reply.
-                reply_sha = await self._reply_sha()
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for item in batch:
-                        if item.envelope is not None and item.reply is not None:
-                            pipe.evalsha(
-                                reply_sha,
-                                1,
-                                item.envelope.reply_to,
-                                item.reply,
-                                REPLIES_KEPT,
-                            )
-                        pipe.xack(item.stream, GROUP, item.entry_id)
-                        pipe.xdel(item.stream, item.entry_id)
-                    outcomes = await pipe.execute(raise_on_error=False)
-                failures = [o for o in outcomes if isinstance(o, BaseException)]
-                if failures:
-                    if any(isinstance(o, redis_errors.NoScriptError) for o in failures):
-                        self._reply_script = None  # Redis lost its scripts: load again
-                    raise failures[0]
-            except (redis_errors.RedisError, OSError):
+                sha = await self._reply_sha()
+                await self._client.evalsha(sha, len(keys), *keys, *arguments)
+            except (redis_errors.RedisError, OSError) as exc:
+                if isinstance(exc, redis_errors.NoScriptError):
+                    self._reply_script = None  # Redis lost its scripts: load again
+                    if not reloaded:
+                        reloaded = True
+                        continue
                 now = time.time()
                 for item in batch:
                     if now > item.give_up:
@@ -104,7 +121,7 @@ class ReplyWriter:
 
     async def _reply_sha(self) -> str:
         if self._reply_script is None:
-            self._reply_script = await self._client.script_load(REPLY_SCRIPT)
+            self._reply_script = await self._client.script_load(REPLY_MANY)
         return self._reply_script
 
 

@@ -7,9 +7,12 @@ read it through a consumer group; one of them replies on this runtime's reply st
 single listener task reads and hands to the waiting call by execution id. The first reply for an
 execution id wins; a later one (a redelivered call that also finished) is dropped.
 
-A call that times out or is cancelled publishes a cancel notice; a worker running it cancels its
-handler (best effort: it may already have finished). Redis errors are ``TRANSPORT_UNAVAILABLE``
-(retryable) and never outlast the call's deadline; the listener reconnects by itself.
+A call that times out or is cancelled queues a cancel notice, sent in batches
+(:mod:`~ditto.adapters.redis.cancels`); a worker running it cancels its handler (best effort: it
+may already have finished). Redis errors are ``TRANSPORT_UNAVAILABLE``
+(retryable) and never outlast the call's deadline; the listener reconnects by itself, and fails
+at once the calls a restarted Redis lost (:mod:`~ditto.adapters.redis.listener`). Workers'
+clocks are watched from their heartbeats (:mod:`~ditto.adapters.redis.clocks`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import Any, Self
 
+import msgspec
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
+from ditto.adapters.redis.cancels import CancelNotices
+from ditto.adapters.redis.clocks import ClockWatch
 from ditto.adapters.redis.keys import (
     SEND_SCRIPT,
     calls_key,
@@ -32,6 +38,7 @@ from ditto.adapters.redis.keys import (
     nodes_key,
     replies_key,
 )
+from ditto.adapters.redis.listener import ReplyListener
 from ditto.errors import (
     DittoError,
     ErrorCode,
@@ -40,7 +47,7 @@ from ditto.errors import (
     map_exceptions,
     translate,
 )
-from ditto.runtime.transports.envelope import CallEnvelope, ReplyEnvelope, Signer
+from ditto.runtime.transports.envelope import CallEnvelope, CancelNotice, ReplyEnvelope, Signer
 
 __all__ = (
     "DEFAULT_MAX_PENDING",
@@ -54,11 +61,8 @@ logger = logging.getLogger("ditto.remote")
 
 DEFAULT_MAX_PENDING = 10_000
 """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
-_FORGET_BATCH = 256
-"""Read replies deleted per round trip (or whatever was read within a second)."""
-_LISTEN_BLOCK_MS = 250
-"""Short, so that closing a transport does not wait long for a blocked read to end."""
-_RECONNECT_DELAY = 0.2
+_SEND_BATCH = 512
+"""Most calls sent in one pipeline (about 10 ms of the loop's time to pack and parse)."""
 
 
 def unavailable() -> DittoError:
@@ -114,17 +118,16 @@ class RedisStreamsTransport:
         self._id = uuid.uuid4().hex
         self._reply_to = replies_key(prefix, self._id)
         self._send_sha: str | None = None
-        self._waiting: dict[str, asyncio.Future[ReplyEnvelope]] = {}
-        self._listener: asyncio.Task[None] | None = None
+        self._replies = ReplyListener(
+            client, self._reply_to, f"{prefix}live:{self._id}", signer, self._notify_lost
+        )
         self._sender: asyncio.Task[None] | None = None
         self._outbox: list[tuple[str, bytes, asyncio.Future[bytes]]] = []
         self._outbox_ready = asyncio.Event()
         self._sending = 0
-        self._read_ids: list[bytes] = []
-        self._forgotten_at = 0.0
         """Sends on the way: while there are any, new calls wait for the next batch."""
-        self._notices: set[asyncio.Task[None]] = set()
-        """Cancel notices and deletions of read replies, referenced until they finish."""
+        self._clocks = ClockWatch(client, prefix)
+        self._cancels = CancelNotices(client, cancel_channel(prefix), self._seal_cancel)
         self._closed = False
 
     @classmethod
@@ -164,11 +167,12 @@ class RedisStreamsTransport:
     async def call(self, envelope: CallEnvelope, timeout: float) -> ReplyEnvelope:
         if self._closed:
             raise unavailable()
+        ahead = self._clocks.ahead(envelope.node_type)
+        if ahead:  # every live worker's clock runs ahead: give them the budget on theirs
+            envelope = msgspec.structs.replace(envelope, deadline=envelope.deadline + ahead)
         sealed = self._signer.seal(envelope)
-        self._start_listening()
-        waiter: asyncio.Future[ReplyEnvelope] = asyncio.get_running_loop().create_future()
         execution_id = envelope.execution_id
-        self._waiting[execution_id] = waiter
+        waiter = self._replies.expect(execution_id)
         # Until Redis says it refused the call, a worker may hold it: a caller that leaves even
         # while its send is in flight owes a cancel notice (one for an id no worker holds is
         # harmless), or the call would run on to its deadline.
@@ -193,6 +197,7 @@ class RedisStreamsTransport:
                         code=ErrorCode.QUEUE_FULL,
                         retryable=True,
                     )
+                self._replies.sent(execution_id)
                 return await waiter
         except BaseException:
             # A cancelled caller cancels the future it awaits too: "not answered" is either.
@@ -200,26 +205,30 @@ class RedisStreamsTransport:
                 self._notify_cancel(execution_id)
             raise
         finally:
-            self._waiting.pop(execution_id, None)
+            self._replies.forget(execution_id)
 
     async def _submit(self, node_type: str, sealed: bytes) -> bytes:
         """Hand a sealed call to the sender task; its outcome (``OK``, ``NO_WORKER``, ``FULL``).
 
         Calls submitted while a batch is being sent go out together in the next one (one round
-        trip for many calls under load; a lone call goes out at once)."""
+        trip for many calls under load). A call made while nothing is on the way waits one turn
+        of the loop: alone, it then goes out at once, without a hand-off to the sender task; made
+        in the same turn as others (replies read together resume their callers together), it
+        joins them, and the turn's calls share one pipeline instead of two."""
         if not self._sending and self._send_sha is not None:
-            # Nothing on the way: send at once, without a hand-off to the sender task.
             self._sending += 1
             try:
-                with _TRANSPORT_ERRORS:
-                    try:
-                        return bytes(
-                            await self._client.evalsha(
-                                self._send_sha, *self._send_args(node_type, sealed)
+                await asyncio.sleep(0)
+                if not self._outbox:
+                    with _TRANSPORT_ERRORS:
+                        try:
+                            return bytes(
+                                await self._client.evalsha(
+                                    self._send_sha, *self._send_args(node_type, sealed)
+                                )
                             )
-                        )
-                    except redis_errors.NoScriptError:
-                        self._send_sha = None  # Redis lost its scripts: the sender loads it again
+                        except redis_errors.NoScriptError:
+                            self._send_sha = None  # Redis lost its scripts: the sender loads it
             finally:
                 self._sending -= 1
         sent: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -235,7 +244,12 @@ class RedisStreamsTransport:
         while not self._closed:
             await self._outbox_ready.wait()
             self._outbox_ready.clear()
-            batch, self._outbox = self._outbox, []
+            # Bounded, so that packing a pipeline never holds the loop long enough to make
+            # other calls' deadlines late; what is left goes in the next pipeline.
+            batch = self._outbox[:_SEND_BATCH]
+            del self._outbox[:_SEND_BATCH]
+            if self._outbox:
+                self._outbox_ready.set()
             batch = [item for item in batch if not item[2].done()]  # callers that gave up
             if not batch:
                 continue
@@ -284,88 +298,39 @@ class RedisStreamsTransport:
             sealed,
         )
 
+    def _seal_cancel(self, execution_id: str) -> bytes:
+        return self._signer.seal(CancelNotice(execution_id))
+
     async def cancel(self, execution_id: str) -> None:
         try:
-            await self._client.publish(cancel_channel(self._prefix), execution_id)
+            await self._client.publish(
+                cancel_channel(self._prefix), self._seal_cancel(execution_id)
+            )
         except (redis_errors.RedisError, OSError):
             logger.debug("could not publish the cancel notice of %s", execution_id)
 
     def _notify_cancel(self, execution_id: str) -> None:
-        self._background(self.cancel(execution_id))
+        self._cancels.add(execution_id)  # batched: never a round trip per timed-out call
 
-    def _background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._notices.add(task)  # referenced until it finishes
-        task.add_done_callback(self._notices.discard)
-
-    async def _forget(self, entry_ids: list[bytes]) -> None:
-        with contextlib.suppress(redis_errors.RedisError, OSError):
-            await self._client.xdel(self._reply_to, *entry_ids)
-
-    # ----------------------------------------------------------------- replies
-
-    def _start_listening(self) -> None:
-        if self._listener is None or self._listener.done():
-            self._listener = asyncio.get_running_loop().create_task(
-                self._listen(), name=f"ditto-replies-{self._id[:8]}"
-            )
-
-    async def _listen(self) -> None:
-        """Read this runtime's reply stream for as long as the transport lives."""
-        last = b"0-0"
-        while not self._closed:
-            answer: Any
-            try:
-                answer = await self._client.xread(
-                    {self._reply_to: last}, count=512, block=_LISTEN_BLOCK_MS
-                )
-            except asyncio.CancelledError:
-                raise
-            except (redis_errors.RedisError, OSError):
-                # Waiting calls fail by their own deadlines; keep trying to reconnect.
-                await asyncio.sleep(_RECONNECT_DELAY)
-                continue
-            if not answer:
-                continue
-            entries: list[tuple[bytes, dict[bytes, bytes]]] = answer[0][1]
-            for entry_id, fields in entries:
-                last = entry_id
-                self._deliver(fields.get(b"e", b""))
-            # Read replies are deleted in batches, off the path of the next read.
-            self._read_ids.extend(entry_id for entry_id, _ in entries)
-            now = asyncio.get_running_loop().time()
-            if len(self._read_ids) >= _FORGET_BATCH or now - self._forgotten_at > 1.0:
-                self._forgotten_at = now
-                self._background(self._forget(self._read_ids))
-                self._read_ids = []
-
-    def _deliver(self, sealed: bytes) -> None:
-        try:
-            reply: ReplyEnvelope = self._signer.open(sealed, ReplyEnvelope)
-        except DittoError as exc:
-            logger.warning("dropped a reply on %s: %s", self._reply_to, exc.message)
-            return
-        waiter = self._waiting.get(reply.execution_id)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(reply)  # a duplicate (a redelivered call) finds it done: dropped
+    def _notify_lost(self, execution_ids: list[str]) -> None:
+        # Lost with Redis's data, or sent again after the restart: cancelling is harmless.
+        for execution_id in execution_ids:
+            self._cancels.add(execution_id)
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        for task in (self._listener, self._sender):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await self._cancels.aclose()
+        await self._clocks.aclose()
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
         for _, _, sent in self._outbox:
             if not sent.done():
                 sent.set_exception(unavailable())
-        for waiter in self._waiting.values():
-            if not waiter.done():
-                waiter.set_exception(unavailable())
-        with contextlib.suppress(redis_errors.RedisError, OSError):
-            await self._client.delete(self._reply_to)
+        await self._replies.aclose(unavailable)
         if self._owns_client:
             await self._client.aclose()
             await self._client.connection_pool.disconnect()

@@ -1,4 +1,5 @@
-"""``ditto worker serve`` and ``ditto worker list``: remote workers over Redis Streams."""
+"""``ditto worker serve``, ``ditto worker list`` and ``ditto worker dead-letters``: remote
+workers over Redis Streams."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from ditto.app.cli.output import (
     errors,
     settings_or_exit,
 )
+from ditto.app.cli.worker_dead_letters import dead_letters_app
 from ditto.errors import ConfigError, DittoError, ErrorCode
 
 worker_app = typer.Typer(
     help="Serve node types to runtimes on other hosts (Redis Streams).", no_args_is_help=True
 )
+worker_app.add_typer(dead_letters_app, name="dead-letters")
 
 
 @worker_app.command("serve")

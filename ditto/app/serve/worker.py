@@ -23,6 +23,7 @@ from ditto.errors import ConfigError
 from ditto.runtime.worker import WorkerDefinition
 
 if TYPE_CHECKING:
+    import redis
     import redis.asyncio as aioredis
 
     from ditto.app.config.settings import Settings
@@ -34,6 +35,7 @@ __all__ = (
     "declared_concurrency",
     "list_workers",
     "load_worker",
+    "redis_client",
     "serve_worker",
 )
 
@@ -67,14 +69,24 @@ def load_worker(target: str) -> WorkerDefinition:
     return value
 
 
-def _client(settings: Settings, connections: int) -> aioredis.Redis:
-    import redis.asyncio as aioredis
-
+def _url(settings: Settings) -> str:
     url = settings.runtime.remote.redis_url
     if url is None:
         raise ConfigError("remote workers need DITTO_RUNTIME_REMOTE_REDIS_URL in the environment")
+    return url.get_secret_value()
+
+
+def redis_client(settings: Settings, connections: int) -> aioredis.Redis:
+    """A client of the remote workers' Redis (``DITTO_RUNTIME_REMOTE_REDIS_URL``).
+
+    Raises:
+        ConfigError: The variable is not set.
+    """
+    import redis.asyncio as aioredis
+
+    url = _url(settings)
     pool = aioredis.BlockingConnectionPool.from_url(
-        url.get_secret_value(),
+        url,
         decode_responses=False,
         max_connections=connections,
         timeout=None,
@@ -82,6 +94,20 @@ def _client(settings: Settings, connections: int) -> aioredis.Redis:
         health_check_interval=10,
     )
     return aioredis.Redis(connection_pool=pool)
+
+
+def _renewal_client(settings: Settings) -> redis.Redis:
+    """The renewal thread's own synchronous client (one connection; see
+    :mod:`ditto.adapters.redis.renewal`)."""
+    import redis
+
+    return redis.Redis.from_url(
+        _url(settings),
+        decode_responses=False,
+        max_connections=1,
+        socket_timeout=2.0,
+        socket_connect_timeout=2.0,
+    )
 
 
 DEFAULT_CONCURRENCY = 16
@@ -132,13 +158,15 @@ async def serve_worker(
     kinds = list(kinds) or list(BUILT_IN)
     user = [load_worker(kind) for kind in kinds if kind not in BUILT_IN]
     signer = Signer.from_environment()
-    client = _client(settings, (concurrency or MAX_DECLARED) + 8)
+    client = redis_client(settings, (concurrency or MAX_DECLARED) + 8)
+    renewal_client = _renewal_client(settings)
     try:
         with transport_errors():  # an unreachable Redis fails at start, not silently later
             await client.ping()
     except BaseException:
         await client.aclose()
         await client.connection_pool.disconnect()
+        renewal_client.close()
         raise
     remote = settings.runtime.remote
     try:
@@ -162,6 +190,7 @@ async def serve_worker(
                 concurrency=concurrency,
                 claim_idle_ms=remote.claim_idle_ms,
                 heartbeat_ms=remote.heartbeat_ms,
+                renewal_client=renewal_client,
             )
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -182,7 +211,7 @@ async def list_workers(settings: Settings) -> dict[str, Any]:
     from ditto.adapters.redis.keys import GROUP, calls_key, worker_pattern
     from ditto.adapters.redis.streams import transport_errors
 
-    client = _client(settings, 4)
+    client = redis_client(settings, 4)
     prefix = settings.runtime.remote.prefix
     try:
         with transport_errors():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 
 import msgspec
 
@@ -23,12 +24,14 @@ WORKER_ID = os.environ["DITTO_PROBE_WORKER"]
 
 
 class Work(msgspec.Struct, frozen=True):
-    """``PROBE.WORK``'s input: a number to echo, how long to take, how to fail (``"ditto"``: a
+    """``PROBE.WORK``'s input: a number to echo, how long to take (``sleep`` awaits, ``block``
+    blocks the worker's event loop with ``time.sleep``), how to fail (``"ditto"``: a
     ``DittoError`` with code ``PROBE_FAILED``; ``"crash"``: a ``RuntimeError``) and how many
     bytes of padding to return."""
 
     n: int = 0
     sleep: float = 0.0
+    block: float = 0.0
     fail: str = ""
     pad: int = 0
 
@@ -75,6 +78,7 @@ def _record(event: str, ctx: NodeContext, sleep: float | None = None) -> None:
 
 async def work(request: Work, ctx: NodeContext) -> Worked:
     _record("run", ctx, request.sleep)
+    time.sleep(request.block)  # noqa: ASYNC251 - the point: a handler that blocks its loop
     try:
         await asyncio.sleep(request.sleep)
     except asyncio.CancelledError:

@@ -132,13 +132,21 @@ class Cluster:
         self.config = directory / "ditto.yaml"
         self.workers: dict[str, WorkerProcess] = {}
         shutil.copyfile(_PROBE_SOURCE, directory / "probe_worker.py")
+        self._write_config(claim_idle_ms)
+
+    def _write_config(self, claim_idle_ms: int | None) -> None:
         self.config.write_text(
             "runtime:\n"
             "  remote:\n"
-            f"    prefix: {json.dumps(prefix)}\n"
+            f"    prefix: {json.dumps(self.prefix)}\n"
             f"    heartbeat_ms: {HEARTBEAT_MS}\n"
-            f"    claim_idle_ms: {claim_idle_ms}\n"
+            + ("" if claim_idle_ms is None else f"    claim_idle_ms: {claim_idle_ms}\n")
         )
+
+    def use_default_claim_idle(self) -> None:
+        """Workers started from now on take the default ``claim_idle_ms`` (none in their
+        ``ditto.yaml``)."""
+        self._write_config(None)
 
     # ----------------------------------------------------------------- processes
 
@@ -163,10 +171,16 @@ class Cluster:
         return env
 
     def spawn(
-        self, worker_id: str, *, concurrency: int | None = 8, worker: str = "probe_worker:probe"
+        self,
+        worker_id: str,
+        *,
+        concurrency: int | None = 8,
+        worker: str = "probe_worker:probe",
+        overrides: Mapping[str, str | None] | None = None,
     ) -> WorkerProcess:
         """Start ``ditto worker serve`` without waiting for it to serve (``concurrency=None``:
-        no ``--concurrency``, the worker's own declaration)."""
+        no ``--concurrency``, the worker's own declaration; ``overrides`` as in
+        :meth:`environment`)."""
         if worker_id in self.workers:
             raise AssertionError(f"worker {worker_id} was already started")
         log = self.directory / f"{worker_id}.log"
@@ -185,7 +199,7 @@ class Cluster:
                     *(() if concurrency is None else ("--concurrency", str(concurrency))),
                 ],
                 cwd=self.directory,
-                env=self.environment(worker_id),
+                env=self.environment(worker_id, overrides=overrides),
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,

@@ -27,6 +27,7 @@ from ditto.adapters.redis.keys import (
 from ditto.runtime.transports.envelope import (
     DEFAULT_MAX_BYTES,
     CallEnvelope,
+    CancelNotice,
     ReplyEnvelope,
     Signer,
 )
@@ -321,7 +322,8 @@ async def test_a_caller_timeout_publishes_a_cancel_notice(cluster: Cluster) -> N
     async def noticed(execution_id: str) -> bool:
         message = await notices.get_message(timeout=0.1)
         if message is not None:
-            heard.append(message["data"])
+            # Notices are sealed: nobody without the key can cancel a call.
+            heard.append(Signer(SECRET).open(message["data"], CancelNotice).execution_id.encode())
         return execution_id.encode() in heard
 
     try:

@@ -1,5 +1,5 @@
-"""The signed envelopes: what one side seals the other opens; anything else is refused before it
-is decoded."""
+"""The sealed envelopes: what one side seals the other opens; anything else is refused before it
+is decoded; bodies are private; secrets rotate."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pytest
 from ditto import ConfigError, DittoError, ErrorCode, ErrorInfo
 from ditto.runtime.transports.envelope import (
     DEFAULT_MAX_BYTES,
+    PREVIOUS_SECRET_VARIABLE,
     SECRET_VARIABLE,
     CallEnvelope,
+    CancelNotice,
     ReplyEnvelope,
     Signer,
 )
@@ -156,3 +158,76 @@ def test_from_environment_signs_with_the_variable() -> None:
     assert Signer(SECRET).open(signer.seal(call()), CallEnvelope) == call()
     with pytest.raises(DittoError):
         Signer(OTHER_SECRET).open(signer.seal(call()), CallEnvelope)
+
+
+# ----------------------------------------------------------------- privacy and rotation
+
+
+def test_a_sealed_call_shows_nothing_of_its_body() -> None:
+    sealed = Signer(SECRET).seal(call("input-marker"))
+    for clear in (b"input-marker", b"alice", b"ditto:replies:caller", b"PROBE.WORK", b"exec-1"):
+        assert clear not in sealed
+
+
+def test_each_seal_uses_a_fresh_nonce() -> None:
+    signer = Signer(SECRET)
+    first, second = signer.seal(call()), signer.seal(call())
+    assert first != second
+    assert signer.open(first, CallEnvelope) == signer.open(second, CallEnvelope) == call()
+
+
+def test_a_sealed_reply_cannot_be_opened_as_a_cancel_notice() -> None:
+    signer = Signer(SECRET)
+    notice = CancelNotice("exec-1")
+    assert signer.open(signer.seal(notice), CancelNotice) == notice
+    for sealed, kind in ((signer.seal(reply()), CancelNotice), (signer.seal(notice), CallEnvelope)):
+        with pytest.raises(DittoError) as caught:
+            signer.open(sealed, kind)
+        assert caught.value.code == ErrorCode.MESSAGE_REJECTED
+
+
+def test_a_rotating_signer_seals_with_the_current_secret_and_opens_either() -> None:
+    rotating = Signer(SECRET, previous=OTHER_SECRET)
+    assert Signer(SECRET).open(rotating.seal(call()), CallEnvelope) == call()
+    with pytest.raises(DittoError):
+        Signer(OTHER_SECRET).open(rotating.seal(call()), CallEnvelope)
+    assert rotating.open_keyed(Signer(SECRET).seal(call()), CallEnvelope) == (call(), 0)
+    assert rotating.open_keyed(Signer(OTHER_SECRET).seal(call()), CallEnvelope) == (call(), 1)
+    # An answer under the key that opened the message reaches a side that has not rotated.
+    assert Signer(OTHER_SECRET).open(rotating.seal(reply(), key=1), ReplyEnvelope) == reply()
+
+
+def test_a_third_secret_opens_with_neither() -> None:
+    rotating = Signer(SECRET, previous=OTHER_SECRET)
+    with pytest.raises(DittoError) as caught:
+        rotating.open(Signer(b"a-third-secret-0123456789").seal(call()), CallEnvelope)
+    assert caught.value.code == ErrorCode.MESSAGE_REJECTED
+
+
+def test_fingerprints_name_both_secrets_and_reveal_neither() -> None:
+    rotating = Signer(SECRET, previous=OTHER_SECRET)
+    assert rotating.fingerprint == Signer(SECRET).fingerprint
+    assert rotating.fingerprints == (Signer(SECRET).fingerprint, Signer(OTHER_SECRET).fingerprint)
+    assert Signer(SECRET).fingerprints == (Signer(SECRET).fingerprint,)
+    assert Signer(SECRET, previous=SECRET).fingerprints == (Signer(SECRET).fingerprint,)
+    assert Signer(SECRET).fingerprint != Signer(OTHER_SECRET).fingerprint
+    for fingerprint in rotating.fingerprints:
+        assert SECRET.hex()[:16] not in fingerprint
+        assert OTHER_SECRET.hex()[:16] not in fingerprint
+
+
+def test_from_environment_reads_the_previous_secret() -> None:
+    signer = Signer.from_environment(
+        {SECRET_VARIABLE: SECRET.decode(), PREVIOUS_SECRET_VARIABLE: OTHER_SECRET.decode()}
+    )
+    assert signer.fingerprints == Signer(SECRET, previous=OTHER_SECRET).fingerprints
+    blank = Signer.from_environment(
+        {SECRET_VARIABLE: SECRET.decode(), PREVIOUS_SECRET_VARIABLE: ""}
+    )
+    assert blank.fingerprints == (Signer(SECRET).fingerprint,)
+    with pytest.raises(ConfigError) as caught:
+        Signer.from_environment(
+            {SECRET_VARIABLE: SECRET.decode(), PREVIOUS_SECRET_VARIABLE: "too-short"}
+        )
+    assert PREVIOUS_SECRET_VARIABLE in str(caught.value)
+    assert "too-short" not in str(caught.value)
