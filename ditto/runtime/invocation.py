@@ -155,6 +155,7 @@ async def invoke_route(
             key_of(execution, execution_id, key_scope)
             if idempotency_key is None
             else idempotency_key,
+            attempt,
         )
     task = asyncio.current_task()
     assert task is not None, "invoke runs inside an asyncio task"

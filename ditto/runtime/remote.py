@@ -105,8 +105,10 @@ async def call_remote(
     execution: ExecutionScope | None,
     started: float,
     idempotency_key: str,
+    attempt: int = 1,
 ) -> NodeResult[Any]:
-    """One call through ``replica``'s transport (``deadline`` on the event loop's clock)."""
+    """One call through ``replica``'s transport (``deadline`` on the event loop's clock;
+    ``attempt``: which attempt of a retried call this is, the handler's ``ctx.attempt``)."""
     transport = replica.transport
     assert transport is not None
     node = route.node_type
@@ -123,7 +125,7 @@ async def call_remote(
             time.time() + remaining,
             principal,
             None if execution is None else (execution[0], execution[1], execution[2]),
-            1,
+            attempt,
             transport.reply_to,
             idempotency_key,
         )

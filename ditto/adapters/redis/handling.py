@@ -100,7 +100,8 @@ class CallHandler:
             return
         if verdict in (Verdict.REPLAY, Verdict.NOT_OURS):
             return
-        attempt = deliveries if claimed else envelope.attempt
+        # The caller's attempt (its retries count up), plus this entry's redeliveries.
+        attempt = envelope.attempt + deliveries - 1 if claimed else envelope.attempt
         queue_ms = max(0.0, time.time() * 1000 - _entry_ms(entry_id))
         if deliveries > self._max_deliveries:
             detail = f"delivered {deliveries} times (max_deliveries {self._max_deliveries})"

@@ -17,9 +17,11 @@ pytestmark = pytest.mark.anyio
 
 async def test_a_remote_call_is_retried_by_the_caller(harness: Harness) -> None:
     seen: list[tuple[str, str]] = []
+    attempts: list[int] = []
 
     async def flaky(value: Any, ctx: NodeContext) -> Any:
         seen.append((ctx.idempotency_key, ctx.execution_id))
+        attempts.append(ctx.attempt)
         if len(seen) < 3:
             raise DittoError("not yet", code="STORE_UNAVAILABLE", retryable=True)
         return value
@@ -44,3 +46,4 @@ async def test_a_remote_call_is_retried_by_the_caller(harness: Harness) -> None:
     assert once.ok
     assert once.attempts == 1
     assert len(seen) == 4
+    assert attempts == [1, 2, 3, 1], "the worker's ctx.attempt counts the caller's retries"
