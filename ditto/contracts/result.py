@@ -58,8 +58,14 @@ class NodeResult(msgspec.Struct, Generic[T], frozen=True):
     """How many times the runtime called the node for this result: 1 unless a ``RetryPolicy``
     retried it. The other fields describe the last attempt."""
     retries: tuple[AttemptInfo, ...] = ()
-    """The attempts before the last one, oldest first (``attempts - 1`` of them). Last in the
-    struct and defaulted, so results encoded before retries existed still decode."""
+    """The attempts before the last one, oldest first (``attempts - 1`` of them). Defaulted,
+    like every field after it, so results encoded before they existed still decode."""
+    queue_ms: float | None = None
+    """A remote call's wait in the stream, from being sent to a worker taking it (the worker's
+    clock against the call's send time); ``None`` for a local call."""
+    run_ms: float | None = None
+    """A remote call's time inside the worker's runtime; ``None`` for a local call. What is
+    left of :attr:`duration_ms` is the transport: sealing, Redis, the reply."""
 
     @property
     def ok(self) -> bool:

@@ -156,7 +156,17 @@ async def call_remote(
             )
     elif error is None:
         error = ErrorInfo(ErrorCode.INTERNAL_ERROR.value, f"the remote node ended {reply.status}")
-    return _result(execution_id, node, reply.status, output, error, reply.worker_id, started)
+    return _result(
+        execution_id,
+        node,
+        reply.status,
+        output,
+        error,
+        reply.worker_id,
+        started,
+        reply.queue_ms,
+        reply.run_ms,
+    )
 
 
 async def _take_slot(replica: Replica, deadline: float) -> ErrorInfo | None:
@@ -207,6 +217,8 @@ def _result(
     error: ErrorInfo | None,
     worker_id: str,
     started: float,
+    queue_ms: float | None = None,
+    run_ms: float | None = None,
 ) -> NodeResult[Any]:
     return NodeResult(
         execution_id,
@@ -216,4 +228,6 @@ def _result(
         error,
         worker_id,
         (perf_counter() - started) * 1000.0,
+        queue_ms=queue_ms,
+        run_ms=run_ms,
     )

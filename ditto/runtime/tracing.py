@@ -9,7 +9,8 @@ them. Spans and their attributes (all under ``ditto.``):
 * ``ditto.run <graph>``: ``graph_id``, ``run_id``, ``checkpoint_id``, ``principal``,
   ``tasks``, then ``status``;
 * ``ditto.task <node type>``: ``run_id``, ``task_id``, ``node_type``, ``principal``, then
-  ``status``, ``worker_id``, ``attempts`` and ``error_code``, and an event ``ditto.attempt``
+  ``status``, ``worker_id``, ``attempts``, ``error_code``, for a remote call ``queue_ms`` and
+  ``run_ms`` (its wait in the stream, its time on the worker), and an event ``ditto.attempt``
   per retried attempt (its execution id, status, error code, duration and the pause after it);
 * ``ditto.checkpoint.<operation>``: ``checkpoint_id``, and ``records`` for an append.
 """
@@ -65,6 +66,10 @@ def end_span(span: Span, result: NodeResult[Any]) -> None:
     if result.worker_id is not None:
         span.set_attribute("ditto.worker_id", result.worker_id)
     span.set_attribute("ditto.attempts", result.attempts)
+    if result.queue_ms is not None:  # a remote hop: its wait in the stream, its run there
+        span.set_attribute("ditto.queue_ms", result.queue_ms)
+    if result.run_ms is not None:
+        span.set_attribute("ditto.run_ms", result.run_ms)
     for number, earlier in enumerate(result.retries, start=1):
         # One event per attempt that was retried: when it ended, how, and the pause after it.
         attributes: dict[str, str | float | int] = {

@@ -39,6 +39,8 @@ async def test_dict_input_is_converted_to_the_contract_struct() -> None:
     assert result.node == "PROBE.WORK"
     assert result.worker_id == "probe-1"
     assert result.duration_ms >= 0
+    assert result.queue_ms is None  # a local call: no stream, no remote run time
+    assert result.run_ms is None
     assert len(result.execution_id) == 36
 
 

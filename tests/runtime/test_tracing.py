@@ -129,3 +129,17 @@ async def test_no_span_when_tracing_is_off(spans: InMemorySpanExporter) -> None:
     async with traced_runtime(enabled=False) as runtime:
         assert (await runtime.run(PLAN, None, checkpoint="job-2")).status == "completed"
     assert spans.get_finished_spans() == ()
+
+
+def test_a_remote_results_queue_and_run_time_are_on_its_span(spans: InMemorySpanExporter) -> None:
+    from ditto import NodeResult
+    from ditto.runtime.tracing import end_span
+
+    remote = NodeResult("e-1", "W.ECHO", "success", 1, None, "w-9", 5.0, queue_ms=1.5, run_ms=2.5)
+    with trace.get_tracer("test").start_as_current_span("hop") as span:
+        end_span(span, remote)
+    (hop,) = spans.get_finished_spans()
+    assert hop.attributes is not None
+    assert hop.attributes["ditto.queue_ms"] == 1.5
+    assert hop.attributes["ditto.run_ms"] == 2.5
+    assert hop.attributes["ditto.worker_id"] == "w-9"

@@ -47,3 +47,8 @@ async def test_a_remote_call_is_retried_by_the_caller(harness: Harness) -> None:
     assert once.attempts == 1
     assert len(seen) == 4
     assert attempts == [1, 2, 3, 1], "the worker's ctx.attempt counts the caller's retries"
+    # The worker's queue wait and run time reach the caller's result.
+    assert once.queue_ms is not None
+    assert once.queue_ms >= 0
+    assert once.run_ms is not None
+    assert 0 <= once.run_ms <= once.duration_ms
