@@ -11,8 +11,8 @@ rolled back (as for any timeout, the outcome on the worker is unknown).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
+from collections import deque
 from collections.abc import Iterable
 from time import perf_counter
 from types import MappingProxyType
@@ -179,7 +179,12 @@ async def _take_slot(replica: Replica, deadline: float) -> ErrorInfo | None:
         replica.active += 1
         return None
     if len(waiting) >= MAX_WAITING:
-        return _QUEUE_FULL
+        # Calls that gave up stay in the queue until a release skips them (removing each as
+        # it leaves is O(n): 10,000 timing out together would hold the loop for seconds).
+        # Count only the live ones, dropping the others now (O(n), only while it is full).
+        replica.waiting = waiting = deque(turn for turn in waiting if not turn.done())
+        if len(waiting) >= MAX_WAITING:
+            return _QUEUE_FULL
     turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     waiting.append(turn)
     try:
@@ -189,9 +194,7 @@ async def _take_slot(replica: Replica, deadline: float) -> ErrorInfo | None:
         if turn.done() and not turn.cancelled():
             _release_slot(replica)  # handed over just as the call left: pass it on
         else:
-            turn.cancel()
-            with contextlib.suppress(ValueError):
-                waiting.remove(turn)  # O(n), only for a call that gave up while waiting
+            turn.cancel()  # left in the queue: the next release skips it
         if isinstance(exc, TimeoutError):
             return _WAITED
         raise
