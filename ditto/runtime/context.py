@@ -12,6 +12,7 @@ from ditto.errors import Interrupt
 
 if TYPE_CHECKING:
     from ditto.contracts.result import NodeResult
+    from ditto.contracts.retry import RetryPolicy
 
 __all__ = ("NO_ANSWER", "ExecutionScope", "Invoker", "NodeContext", "derived_key", "key_of")
 
@@ -44,6 +45,7 @@ class Invoker(Protocol):
         attempt: int = 1,
         execution_id: str | None = None,
         idempotency_key: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> NodeResult[Any]: ...
 
 
@@ -152,12 +154,14 @@ class NodeContext:
         *,
         timeout: float | None = None,
         worker: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> NodeResult[Any]:
         """Invoke another node from inside a handler.
 
         The nested call is routed again (it may run on another replica), inherits this call's
         execution scope, principal and deadline (``timeout`` can only shorten it), and is still
-        accepted while the runtime drains during ``close()``.
+        accepted while the runtime drains during ``close()``. ``retry`` as for
+        ``runtime.invoke`` (default: the node type's worker default, else one attempt).
         """
         self._nested += 1
         return await self._invoke(
@@ -169,6 +173,7 @@ class NodeContext:
             execution=self.execution,
             outer_deadline=self.deadline,
             idempotency_key=derived_key(self.idempotency_key, node_type, str(self._nested)),
+            retry=retry,
         )
 
 

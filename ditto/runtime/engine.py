@@ -100,8 +100,7 @@ class Engine:
 
     @property
     def checkpoints(self) -> CheckpointStore:
-        """The checkpoint store (an in-process one unless another was given), each call in a
-        span of its own when tracing is on."""
+        """The checkpoint store (in-process unless another was given; traced when tracing)."""
         if self._checkpoints is None:
             from ditto.runtime.checkpoints.inprocess import InProcessCheckpointStore
 
@@ -143,9 +142,12 @@ class Engine:
         timeout: float | None,
         worker: str | None,
         outer_deadline: float | None,
+        retry: RetryPolicy | None,
     ) -> tuple[Route, float]:
         """The route and the absolute deadline of one call (raises for misuse)."""
         self._watch()
+        if retry is not None:
+            check_retry(retry)
         route = self.registry.route(node_type)
         if worker is not None:
             route.check_pin(worker)
@@ -168,9 +170,7 @@ class Engine:
     ) -> NodeResult[Any]:
         """A top-level call: refused once closing, counted until it ends."""
         self.life.check_open()
-        if retry is not None:
-            check_retry(retry)
-        route, deadline = self._prepare(node_type, timeout, worker, None)
+        route, deadline = self._prepare(node_type, timeout, worker, None, retry)
         self.life.admit()
         try:
             return await invoke_route(
@@ -199,10 +199,11 @@ class Engine:
         attempt: int = 1,
         execution_id: str | None = None,
         idempotency_key: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> NodeResult[Any]:
         """A nested call (``ctx.invoke``), or a remote worker running a call it received:
         accepted even while the runtime drains (an :class:`~ditto.runtime.context.Invoker`)."""
-        route, deadline = self._prepare(node_type, timeout, worker, outer_deadline)
+        route, deadline = self._prepare(node_type, timeout, worker, outer_deadline, retry)
         return await invoke_route(
             self.invoke_nested,
             route,
@@ -214,6 +215,7 @@ class Engine:
             attempt=attempt,
             execution_id=execution_id,
             idempotency_key=idempotency_key,
+            retry=retry,
         )
 
     # ----------------------------------------------------------------- run
@@ -232,8 +234,7 @@ class Engine:
         return checked_request(self.registry, plan, run_input, limit, timeout, principal)
 
     async def lease(self, checkpoint_id: str, wait: float | None) -> HeldLease:
-        """Take (or wait ``wait`` seconds for) the lease of ``checkpoint_id``, kept renewed
-        until released: ``CHECKPOINT_BUSY`` while another run holds it."""
+        """The lease of ``checkpoint_id``, renewed until released (see ``hold``)."""
         return await hold(self.checkpoints, checkpoint_id, ttl=self.lease_ttl, wait=wait)
 
     async def open_checkpoint(

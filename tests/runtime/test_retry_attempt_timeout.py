@@ -1,5 +1,6 @@
 """``RetryPolicy(attempt_timeout=...)``: each attempt gets a deadline of its own inside the
-call's, so an attempt that hangs ends ``TIMEOUT`` and is retried while the call has time."""
+call's, so an attempt that hangs ends ``TIMEOUT`` and is retried while the call has time; and
+``ctx.invoke(..., retry=...)``: a nested call with a policy of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from typing import Any
 import anyio
 import pytest
 
-from ditto import InvalidInputError, NodeContext, RetryPolicy, create_ditto, define_worker
+from ditto import (
+    DittoError,
+    InvalidInputError,
+    NodeContext,
+    RetryPolicy,
+    create_ditto,
+    define_worker,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +69,40 @@ def test_the_attempt_deadline_never_passes_the_calls() -> None:
     assert policy.attempt_deadline(deadline=100.0, now=90.0) == 95.0
     assert policy.attempt_deadline(deadline=100.0, now=97.0) == 100.0
     assert RetryPolicy().attempt_deadline(deadline=100.0, now=1.0) == 100.0
+
+
+async def test_a_nested_call_takes_a_policy_of_its_own() -> None:
+    failures = [2]
+    keys: list[str] = []
+
+    async def flaky(value: Any, ctx: NodeContext) -> Any:
+        keys.append(ctx.idempotency_key)
+        if failures[0]:
+            failures[0] -= 1
+            raise DittoError("later", code="STORE_UNAVAILABLE", retryable=True)
+        return value
+
+    async def parent(value: Any, ctx: NodeContext) -> Any:
+        policy = RetryPolicy(max_attempts=3, initial=0.001, jitter=False)
+        result = await ctx.invoke("W.FLAKY", value, retry=policy)
+        return {"attempts": result.attempts, "output": result.unwrap()}
+
+    worker = define_worker("w", {"W.FLAKY": flaky, "W.PARENT": parent})
+    async with create_ditto(workers=[worker]) as runtime:
+        result = await runtime.invoke("W.PARENT", "x")
+    assert result.unwrap() == {"attempts": 3, "output": "x"}
+    assert len(keys) == 3
+    assert len(set(keys)) == 1, "every attempt of the nested call has the same key"
+
+
+async def test_a_nested_call_refuses_a_retry_that_is_not_a_policy() -> None:
+    async def parent(value: Any, ctx: NodeContext) -> Any:
+        return await ctx.invoke("W.ECHO", value, retry="twice")  # type: ignore[arg-type]
+
+    async def echo(value: Any, ctx: NodeContext) -> Any:
+        return value
+
+    async with create_ditto(workers=[define_worker("w", {"W.P": parent, "W.ECHO": echo})]) as rt:
+        result = await rt.invoke("W.P", 1)
+    assert result.error is not None
+    assert result.error.code == "INVALID_INPUT"
