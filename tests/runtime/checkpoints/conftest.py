@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from ditto.adapters.redis import RedisCheckpointStore
 from ditto.adapters.sqlite import SqliteCheckpointStore
-from ditto.runtime.checkpoints import CheckpointStore, InProcessCheckpointStore
+from ditto.runtime.checkpoints import CheckpointError, CheckpointStore, InProcessCheckpointStore
 from ditto.runtime.checkpoints.port import Lease
 
 
@@ -111,3 +112,22 @@ async def persistent_backend(
 @pytest.fixture
 def store(backend: Backend) -> CheckpointStore:
     return backend.open()
+
+
+LONG = 60.0
+"""Seconds of a lease a test needs to stay live."""
+SHORT = 0.1
+"""Seconds of a lease a test lets expire (``Backend.expire``)."""
+
+
+@pytest.fixture
+def still_clock(backend: Backend) -> None:
+    """The in-process store expires leases on its clock: it moves only when a test says so."""
+    backend.clock.step = 0.0
+
+
+async def refusal(call: Awaitable[Any]) -> CheckpointError:
+    """The ``CheckpointError`` that ``call`` raises (it must raise one)."""
+    with pytest.raises(CheckpointError) as raised:
+        await call
+    return raised.value

@@ -13,26 +13,16 @@ import pytest
 from ditto.errors import ErrorCode
 from ditto.runtime.checkpoints import CheckpointError, CheckpointStore, StoredCheckpoint
 from ditto.runtime.checkpoints.port import Lease
-from tests.runtime.checkpoints.conftest import Backend
+from tests.runtime.checkpoints.conftest import LONG, SHORT, Backend, refusal
 
-pytestmark = pytest.mark.anyio
-
-LONG = 60.0
-SHORT = 0.1
-
-
-@pytest.fixture(autouse=True)
-def _still_clock(backend: Backend) -> None:
-    """The in-process store expires leases on its clock: it moves only when a test says so."""
-    backend.clock.step = 0.0
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("still_clock")]
 
 
 async def _code(call: Awaitable[Any]) -> str:
-    with pytest.raises(CheckpointError) as raised:
-        await call
-    if raised.value.code == ErrorCode.CHECKPOINT_LEASE_LOST:
-        assert raised.value.retryable is False
-    return raised.value.code
+    error = await refusal(call)
+    if error.code == ErrorCode.CHECKPOINT_LEASE_LOST:
+        assert error.retryable is False
+    return error.code
 
 
 async def _loaded(store: CheckpointStore, checkpoint_id: str) -> StoredCheckpoint:

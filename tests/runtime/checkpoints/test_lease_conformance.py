@@ -9,7 +9,6 @@ in-process clock is moved; SQLite's and Redis's are waited for). No test asserts
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable
 from typing import Any
 
 import anyio
@@ -18,29 +17,14 @@ import pytest
 from ditto.errors import ErrorCode
 from ditto.runtime.checkpoints import CheckpointError, CheckpointStore
 from ditto.runtime.checkpoints.port import Lease
-from tests.runtime.checkpoints.conftest import Backend
+from tests.runtime.checkpoints.conftest import LONG, SHORT, Backend, refusal
 
-pytestmark = pytest.mark.anyio
-
-LONG = 60.0
-SHORT = 0.1
-
-
-@pytest.fixture(autouse=True)
-def _still_clock(backend: Backend) -> None:
-    """The in-process store expires leases on its clock: it moves only when a test says so."""
-    backend.clock.step = 0.0
-
-
-async def _error(call: Awaitable[Any]) -> CheckpointError:
-    with pytest.raises(CheckpointError) as raised:
-        await call
-    return raised.value
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("still_clock")]
 
 
 async def _busy_holder(store: CheckpointStore, checkpoint_id: str) -> str:
     """Who holds the live lease of ``checkpoint_id`` (asked as a second opener would)."""
-    error = await _error(store.acquire(checkpoint_id, "someone-else", LONG))
+    error = await refusal(store.acquire(checkpoint_id, "someone-else", LONG))
     assert error.code == ErrorCode.CHECKPOINT_BUSY
     assert error.details is not None
     holder = error.details["holder"]
@@ -69,7 +53,7 @@ async def test_a_second_opener_is_busy_with_the_holder_and_expires_in(
     store: CheckpointStore, second: str
 ) -> None:
     await store.acquire("run", "host-a:41:run-1", LONG)
-    error = await _error(store.acquire("run", second, LONG))
+    error = await refusal(store.acquire("run", second, LONG))
     assert error.code == ErrorCode.CHECKPOINT_BUSY
     assert error.retryable is True
     assert error.details is not None
@@ -119,7 +103,7 @@ async def test_renew_extends_the_lease_and_keeps_its_token(store: CheckpointStor
     renewed = await store.renew(lease, 600.0)
     assert (renewed.checkpoint_id, renewed.holder, renewed.token) == ("run", "holder", lease.token)
     assert renewed.expires_at > lease.expires_at
-    error = await _error(store.acquire("run", "other", LONG))
+    error = await refusal(store.acquire("run", "other", LONG))
     assert error.details is not None
     assert error.details["expires_in"] > 30.0  # the store keeps the renewed expiry
     again = await store.renew(renewed, 600.0)
@@ -133,7 +117,7 @@ async def test_renew_after_expiry_is_lease_lost_even_if_nobody_took_it(
 ) -> None:
     lease = await store.acquire("run", "holder", SHORT)
     await backend.expire(lease)
-    error = await _error(store.renew(lease, LONG))
+    error = await refusal(store.renew(lease, LONG))
     assert error.code == ErrorCode.CHECKPOINT_LEASE_LOST
     assert error.retryable is False
     taker = await store.acquire("run", "taker", LONG)  # nothing was renewed
@@ -146,7 +130,7 @@ async def test_renew_after_a_takeover_is_lease_lost_and_leaves_the_new_lease(
     lease = await store.acquire("run", "old", SHORT)
     await backend.expire(lease)
     await store.acquire("run", "new", LONG)
-    assert (await _error(store.renew(lease, LONG))).code == ErrorCode.CHECKPOINT_LEASE_LOST
+    assert (await refusal(store.renew(lease, LONG))).code == ErrorCode.CHECKPOINT_LEASE_LOST
     assert await _busy_holder(store, "run") == "new"
 
 
@@ -159,7 +143,7 @@ async def test_release_lets_another_take_the_lease_at_once(store: CheckpointStor
     await store.release(lease)  # idempotent
     second = await store.acquire("run", "second", LONG)
     assert second.token > lease.token
-    assert (await _error(store.renew(lease, LONG))).code == ErrorCode.CHECKPOINT_LEASE_LOST
+    assert (await refusal(store.renew(lease, LONG))).code == ErrorCode.CHECKPOINT_LEASE_LOST
 
 
 async def test_releasing_a_lost_lease_does_nothing_to_the_new_holder(
@@ -205,7 +189,7 @@ BAD_TTLS = [0, 0.0, -1.0, math.inf, math.nan, 86_400.5, True, "5", None]
 async def test_invalid_holders_are_refused_and_take_nothing(
     store: CheckpointStore, holder: Any
 ) -> None:
-    assert (await _error(store.acquire("run", holder, LONG))).code == ErrorCode.INVALID_INPUT
+    assert (await refusal(store.acquire("run", holder, LONG))).code == ErrorCode.INVALID_INPUT
     await store.acquire("run", "h" * 200, LONG)  # the longest holder, and the lease was free
 
 
@@ -213,15 +197,15 @@ async def test_invalid_holders_are_refused_and_take_nothing(
 async def test_invalid_ttls_are_refused_and_change_nothing(
     store: CheckpointStore, ttl: Any
 ) -> None:
-    assert (await _error(store.acquire("run", "h", ttl))).code == ErrorCode.INVALID_INPUT
+    assert (await refusal(store.acquire("run", "h", ttl))).code == ErrorCode.INVALID_INPUT
     lease = await store.acquire("run", "h", 86_400)  # a day, as an int, is fine
-    assert (await _error(store.renew(lease, ttl))).code == ErrorCode.INVALID_INPUT
+    assert (await refusal(store.renew(lease, ttl))).code == ErrorCode.INVALID_INPUT
     assert (await store.renew(lease, 1)).token == lease.token
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 201, "a\nb", None], ids=repr)
 async def test_invalid_ids_and_leases_are_refused(store: CheckpointStore, bad: Any) -> None:
-    assert (await _error(store.acquire(bad, "h", LONG))).code == ErrorCode.INVALID_INPUT
+    assert (await refusal(store.acquire(bad, "h", LONG))).code == ErrorCode.INVALID_INPUT
     not_leases: list[Any] = [
         Lease(bad, "h", 1, 1.0),
         Lease("run", "h", "1", 1.0),  # type: ignore[arg-type]
@@ -229,8 +213,8 @@ async def test_invalid_ids_and_leases_are_refused(store: CheckpointStore, bad: A
         None,
     ]
     for not_a_lease in not_leases:
-        assert (await _error(store.renew(not_a_lease, LONG))).code == ErrorCode.INVALID_INPUT
-        assert (await _error(store.release(not_a_lease))).code == ErrorCode.INVALID_INPUT
+        assert (await refusal(store.renew(not_a_lease, LONG))).code == ErrorCode.INVALID_INPUT
+        assert (await refusal(store.release(not_a_lease))).code == ErrorCode.INVALID_INPUT
     await store.acquire("run", "h", LONG)
 
 
@@ -249,6 +233,6 @@ async def test_after_aclose_every_lease_call_is_unavailable(store: CheckpointSto
         store.append("run", [("t", b"")], fence=lease),
         store.delete("run", fence=lease),
     ):
-        error = await _error(call)
+        error = await refusal(call)
         assert error.code == ErrorCode.CHECKPOINT_STORE_UNAVAILABLE
         assert error.retryable is False
