@@ -228,6 +228,7 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
     """Counts per namespace and category (live and archived), pinned records, the oldest and
     newest record, the store's size and the health of its indexes."""
     from workers.memory import MemoryFilter
+    from workers.memory.model.contracts import HIDDEN_ALL
 
     settings = settings_or_exit(config)
 
@@ -238,7 +239,9 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
         pinned = 0
         oldest: datetime | None = None
         newest: datetime | None = None
-        async for page in store.pages(MemoryFilter(archived="include"), _STATS_PAGE):
+        async for page in store.pages(
+            MemoryFilter(archived="include", include=list(HIDDEN_ALL)), _STATS_PAGE
+        ):
             for item in page:
                 group = (item.namespace, item.category)
                 counts[group] += 1

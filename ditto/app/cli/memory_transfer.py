@@ -52,6 +52,7 @@ def export(
     renamed into place when complete: a failed export leaves no half file, and never touches
     the store."""
     from workers.memory import MemoryFilter
+    from workers.memory.model.contracts import HIDDEN_ALL
     from workers.memory.ports import HistoryLog, require
 
     settings = settings_or_exit(config)
@@ -60,7 +61,8 @@ def export(
     )
     encoder = msgspec.json.Encoder()
     buffer = bytearray()
-    everything = MemoryFilter(namespace=namespace, archived="include")
+    # Every record: archived, superseded, contested, quarantined and expired ones too.
+    everything = MemoryFilter(namespace=namespace, archived="include", include=list(HIDDEN_ALL))
 
     async def run(store: MemoryStore) -> tuple[int, int]:
         with _output(target) as out, progress_bar() as progress:

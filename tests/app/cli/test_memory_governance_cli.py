@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from tests.app.cli.runner import invoke_cli
@@ -86,6 +87,40 @@ def test_export_keeps_archived_records(aged: Path, tmp_path: Path) -> None:
     records = [json.loads(line)["record"] for line in exported.read_text().splitlines()]
     assert sorted(record["key"] for record in records) == ["chat:1", "fact:1"]
     assert sum(record["archived_at"] is not None for record in records) == 1
+
+
+def test_export_and_stats_keep_expired_and_superseded_records(tmp_path: Path) -> None:
+    database = tmp_path / "statuses.sqlite"
+
+    async def seed() -> None:
+        async with SqliteMemoryStore(database, clock=lambda: TEN_DAYS_AGO) as store:
+            (live,) = await store.write(
+                [MemoryDraft(content="lives in Berlin", key="city")], "create"
+            )
+            await store.write([MemoryDraft(content="a passing note", ttl=60)], "create")
+            old = msgspec.structs.replace(
+                live,
+                id="0190c0de-0000-7000-8000-00000000000a",
+                content="lives in Paris",
+                status="superseded",
+                valid_to=TEN_DAYS_AGO,
+            )
+            await store.restore([old])
+
+    anyio.run(seed)
+    config = _config(tmp_path, database)
+    listed = json.loads(invoke_cli("memory", "list", "--json", "--config", str(config)).stdout)
+    assert [item["content"] for item in listed["items"]] == ["lives in Berlin"]
+    exported = tmp_path / "out.jsonl"
+    assert invoke_cli("memory", "export", str(exported), "--config", str(config)).exit_code == 0
+    records = [json.loads(line)["record"] for line in exported.read_text().splitlines()]
+    assert sorted(record["content"] for record in records) == [
+        "a passing note",
+        "lives in Berlin",
+        "lives in Paris",
+    ]
+    stats = json.loads(invoke_cli("memory", "stats", "--json", "--config", str(config)).stdout)
+    assert stats["records"] == 3
 
 
 def test_audit_lists_every_decision_and_filters_by_principal(tmp_path: Path) -> None:

@@ -9,7 +9,13 @@ import msgspec
 from workers.memory.model.contracts import MemoryItem
 from workers.memory.model.records import to_micros
 from workers.memory.stores.postgres import sql as postgres_sql
-from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values, row_to_item
+from workers.memory.stores.rows import (
+    ROW_FIELDS,
+    governance_values,
+    provenance_values,
+    record_values,
+    row_to_item,
+)
 from workers.memory.stores.sqlite.sql import COLUMNS
 
 
@@ -25,7 +31,13 @@ def test_rows_and_records_name_their_fields_in_one_order() -> None:
 
 def row_of(item: MemoryItem) -> tuple[object, ...]:
     last_used = None if item.last_used_at is None else to_micros(item.last_used_at)
-    return (*record_values(item), item.usage_count, last_used, *governance_values(item))
+    return (
+        *record_values(item),
+        item.usage_count,
+        last_used,
+        *governance_values(item),
+        *provenance_values(item),
+    )
 
 
 def test_a_row_decodes_to_the_record_it_holds() -> None:
@@ -48,6 +60,12 @@ def test_a_row_decodes_to_the_record_it_holds() -> None:
         archived_at=datetime(2026, 4, 5, 6, 7, 8, 9, tzinfo=UTC),
         owner="alice",
         visibility="private",
+        trust="verified",
+        principal="bob",
+        status="superseded",
+        valid_from=datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=UTC),
+        valid_to=datetime(2026, 5, 6, 7, 8, 9, 11, tzinfo=UTC),
+        expires_at=datetime(2027, 5, 6, 7, 8, 9, 12, tzinfo=UTC),
     )
     fresh = msgspec.structs.replace(
         every_field,
@@ -60,6 +78,12 @@ def test_a_row_decodes_to_the_record_it_holds() -> None:
         archived_at=None,
         owner=None,
         visibility="shared",
+        trust=None,
+        principal=None,
+        status="active",
+        valid_from=None,
+        valid_to=None,
+        expires_at=None,
     )
     for item in (every_field, fresh):
         assert row_to_item(row_of(item)) == item

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -212,7 +213,7 @@ def test_metadata_filter_keys_built_in_python_are_checked() -> None:
 
     hostile = MemoryFilter(metadata={"x\"') IS NULL OR 1=1 OR json_type(m.metadata, '$.\"x": None})
     with pytest.raises(MemoryStoreError, match="metadata filter keys"):
-        where_clause(hostile)
+        where_clause(hostile, datetime.now(UTC))
 
 
 async def test_writes_queued_together_commit_together_each_with_its_own_outcome(

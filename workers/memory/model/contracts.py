@@ -16,6 +16,7 @@ from msgspec import UNSET, Meta, UnsetType
 __all__ = (
     "DEFAULT_CATEGORY",
     "DEFAULT_NAMESPACE",
+    "HIDDEN_ALL",
     "ArchivedMode",
     "AuditEntry",
     "DeleteInput",
@@ -23,6 +24,7 @@ __all__ = (
     "ExportLine",
     "GetInput",
     "GetOutput",
+    "Hidden",
     "HistoryEntry",
     "Limit",
     "MemoryDraft",
@@ -33,6 +35,7 @@ __all__ = (
     "OrderField",
     "QueryInput",
     "QueryOutput",
+    "RecordStatus",
     "SearchHit",
     "SearchInput",
     "SearchOutput",
@@ -73,6 +76,19 @@ Visibility = Literal["private", "shared"]
 """Who may see a record under access control: its owner only, or every principal."""
 ArchivedMode = Literal["exclude", "include", "only"]
 """Whether a filter sees archived records: not at all (the default), too, or only them."""
+RecordStatus = Literal["active", "superseded", "contested", "quarantined"]
+"""Where a record stands in the write policy (handbook §9): ``active``; ``superseded`` by a
+later record of at least its trust (kept, with ``valid_to``, for history and ``as_of`` reads);
+``contested`` — stored beside a higher-trust record it contradicts, never replacing it; or
+``quarantined`` — held for a person's review (it looked unsafe). Only ``active`` records hold
+their key: the others share it with the record that holds it."""
+Hidden = Literal["superseded", "contested", "quarantined", "expired"]
+"""What reads leave out unless a filter's ``include`` names it: records of those statuses, and
+records whose ``expires_at`` has passed."""
+HIDDEN_ALL: tuple[Hidden, ...] = ("superseded", "contested", "quarantined", "expired")
+"""Every hidden kind: what an export or a store-to-store copy includes."""
+TtlSeconds = Annotated[int, Meta(ge=1, le=100 * 365 * 86_400)]
+"""A time to live: one second to a hundred years."""
 
 
 class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=False):
@@ -103,6 +119,20 @@ class MemoryDraft(_Frozen, frozen=True, forbid_unknown_fields=True):
     owner: Name | None = None
     """The owning principal. Under access control the worker stamps the caller here (another
     principal is ``FORBIDDEN``); without it, whatever is given is kept."""
+    trust: Name | None = None
+    """How far the source is trusted, a level of the write policy's ordered scale (by default
+    ``verified > user > agent > inferred``). ``None``: a new record gets none, an upsert keeps
+    what the stored record has."""
+    principal: Name | None = None
+    """Who wrote it. The worker stamps the calling principal here when the call has one."""
+    valid_from: Timestamp | None = None
+    """When the fact became true; ``None``: when it is written."""
+    expires_at: Timestamp | None = None
+    """When the record stops being valid: after it, reads leave it out unless they include
+    ``expired``, and hygiene sweeps it. ``None``: a new record never expires, an upsert keeps
+    the stored expiry. Give this or ``ttl``, not both."""
+    ttl: TtlSeconds | None = None
+    """Seconds from the write until the record expires (sets ``expires_at``)."""
 
 
 class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -128,6 +158,18 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     """When retention archived the record (hidden from reads unless asked for); ``None``: live."""
     owner: Name | None = None
     visibility: Visibility = "shared"
+    # Provenance and validity (the write policy), last and with defaults for the same reason.
+    trust: Name | None = None
+    """The trust level of its source (see :attr:`MemoryDraft.trust`)."""
+    principal: Name | None = None
+    """Who wrote it (the calling principal, when the write had one)."""
+    status: RecordStatus = "active"
+    valid_from: Timestamp | None = None
+    """When the fact became true; ``None`` reads as ``created_at``."""
+    valid_to: Timestamp | None = None
+    """When it stopped being true (a superseded record); ``None``: still true."""
+    expires_at: Timestamp | None = None
+    """When it expires; ``None``: never."""
 
 
 class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -208,6 +250,13 @@ class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
     """Only records this principal may see: shared ones and its own. Under access control the
     worker sets it to the caller."""
     archived: ArchivedMode = "exclude"
+    include: Annotated[list[Hidden], Meta(max_length=4)] = msgspec.field(default_factory=list)
+    """Hidden records to see too: ``superseded``, ``contested``, ``quarantined``, ``expired``
+    (by default reads see active, unexpired records only)."""
+    as_of: Timestamp | None = None
+    """Only records valid at this moment: valid from it or earlier (``valid_from``, else
+    ``created_at``), not yet invalid (``valid_to``) or expired then. Superseded records count
+    (they were the truth then); contested and quarantined ones only when included."""
 
 
 class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -223,6 +272,11 @@ class GetInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     namespace: Name = DEFAULT_NAMESPACE
     """The namespace ``keys`` are looked up in (ids are global)."""
     include_archived: bool = False
+    include: Annotated[list[Hidden], Meta(max_length=4)] = msgspec.field(default_factory=list)
+    """Hidden records to return too (see :attr:`MemoryFilter.include`); a key names its active
+    record, and with ``superseded``/``contested``/``quarantined`` the others that share it."""
+    as_of: Timestamp | None = None
+    """Return only records valid at this moment (see :attr:`MemoryFilter.as_of`)."""
 
 
 class GetOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

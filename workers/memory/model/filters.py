@@ -3,10 +3,13 @@ translate, and the check the worker applies to every search hit."""
 
 from __future__ import annotations
 
-from workers.memory.model.contracts import MemoryFilter, MemoryItem
+from collections.abc import Collection
+from datetime import datetime
+
+from workers.memory.model.contracts import Hidden, MemoryFilter, MemoryItem
 from workers.memory.model.records import to_micros
 
-__all__ = ("is_visible", "matches_filter")
+__all__ = ("is_current", "is_visible", "matches_filter")
 
 
 def is_visible(item: MemoryItem, principal: str) -> bool:
@@ -14,9 +17,30 @@ def is_visible(item: MemoryItem, principal: str) -> bool:
     return item.visibility == "shared" or item.owner == principal
 
 
-def matches_filter(item: MemoryItem, filter: MemoryFilter) -> bool:
-    """Whether ``item`` passes every condition of ``filter`` (the reference semantics that the
-    SQL stores translate)."""
+def is_current(
+    item: MemoryItem, include: Collection[Hidden], now: datetime, as_of: datetime | None = None
+) -> bool:
+    """Whether a read sees ``item`` by its status and validity (see ``MemoryFilter.include``
+    and ``as_of``): an active, unexpired record at ``now``; or, ``as_of`` a moment, one that was
+    valid then, superseded or not. Contested and quarantined records only when included, and
+    expired ones only with ``expired``."""
+    status = item.status
+    if status != "active" and status not in include and (as_of is None or status != "superseded"):
+        return False
+    moment = now if as_of is None else as_of
+    if "expired" not in include and item.expires_at is not None and item.expires_at <= moment:
+        return False
+    if as_of is None:
+        return True
+    valid_from = item.created_at if item.valid_from is None else item.valid_from
+    return valid_from <= as_of and (item.valid_to is None or item.valid_to > as_of)
+
+
+def matches_filter(item: MemoryItem, filter: MemoryFilter, now: datetime) -> bool:
+    """Whether ``item`` passes every condition of ``filter`` at ``now`` (expiry is judged
+    then); the reference semantics that the SQL stores translate."""
+    if not is_current(item, filter.include, now, filter.as_of):
+        return False
     if filter.namespace is not None and item.namespace != filter.namespace:
         return False
     if filter.category is not None and item.category != filter.category:

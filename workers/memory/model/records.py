@@ -16,7 +16,6 @@ import msgspec
 
 from ditto.errors import ErrorCode
 from workers.memory.model.contracts import (
-    DEFAULT_NAMESPACE,
     HistoryEntry,
     MemoryDraft,
     MemoryItem,
@@ -36,9 +35,9 @@ __all__ = (
     "change_of_patch",
     "changes_text",
     "content_text",
+    "expiry_of",
     "from_micros",
     "history_entry",
-    "namespaced",
     "new_id",
     "new_item",
     "now_from",
@@ -156,12 +155,31 @@ def _draft_fields(draft: MemoryDraft | MemoryItem) -> bytes:
 
 def _replays(draft: MemoryDraft, stored: MemoryItem) -> bool:
     """Whether writing ``draft`` over ``stored`` would change nothing (``None`` flags keep the
-    stored value, so they never differ)."""
+    stored value, so they never differ). A ``ttl`` does not count: the same draft written again
+    replays its record rather than conflicting (or refreshing its expiry); the writing
+    principal is provenance, not a field a rerun changes."""
     return (
         _draft_fields(draft) == _draft_fields(stored)
         and draft.pinned in (None, stored.pinned)
         and draft.visibility in (None, stored.visibility)
+        and draft.trust in (None, stored.trust)
+        and draft.expires_at in (None, stored.expires_at)
+        and draft.valid_from in (None, stored.valid_from)
     )
+
+
+def expiry_of(draft: MemoryDraft, now: datetime) -> datetime | None:
+    """When a record written from ``draft`` at ``now`` expires: its ``expires_at``, or ``now``
+    plus its ``ttl``; ``None`` when it gives neither.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` when it gives both.
+    """
+    if draft.ttl is None:
+        return draft.expires_at
+    if draft.expires_at is not None:
+        raise MemoryStoreError("give a record expires_at or ttl, not both")
+    return now + timedelta(seconds=draft.ttl)
 
 
 def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> MemoryItem:
@@ -184,6 +202,12 @@ def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> M
         archived_at=None,
         owner=draft.owner,
         visibility=draft.visibility or "shared",
+        trust=draft.trust,
+        principal=draft.principal,
+        status="active",
+        valid_from=draft.valid_from,
+        valid_to=None,
+        expires_at=expiry_of(draft, now),
     )
 
 
@@ -226,8 +250,10 @@ def plan_writes(
     ``CONFLICT`` (and the caller rolls the whole batch back). ``upsert``: a key replaces the
     stored record's fields, keeping ``id``, ``created_at`` and usage statistics and bumping
     ``version`` (an identical draft is a replay, not a new version). An upsert keeps the owner
-    (ownership never moves with a write), keeps ``pinned`` and ``visibility`` unless the draft
-    sets them, and revives an archived record.
+    (ownership never moves with a write), keeps ``pinned``, ``visibility``, ``trust``,
+    ``valid_from`` and the expiry unless the draft sets them, and revives an archived record.
+    A key whose record has expired takes a new one in either mode (the expired record is
+    replaced, as by an upsert). ``existing`` holds the *active* record of each key.
 
     Raises:
         MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode.
@@ -237,12 +263,13 @@ def plan_writes(
         stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
         if stored is not None and guard is not None:
             guard.check_write(stored, draft)  # replays too: they return the stored record
+        expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
         if stored is None:
             item = new_item(draft, now)
             steps.append(WriteStep("insert", item, history_entry(item, "create", now)))
-        elif _replays(draft, stored):
+        elif not expired and _replays(draft, stored):
             steps.append(WriteStep("keep", stored, None))
-        elif mode == "create":
+        elif mode == "create" and not expired:
             raise conflict(
                 f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
                 "record; use mode='upsert' to replace it or MEMORY.UPDATE to change it"
@@ -261,6 +288,13 @@ def plan_writes(
                 pinned=stored.pinned if draft.pinned is None else draft.pinned,
                 visibility=draft.visibility or stored.visibility,
                 archived_at=None,
+                trust=stored.trust if draft.trust is None else draft.trust,
+                principal=stored.principal if draft.principal is None else draft.principal,
+                valid_from=stored.valid_from if draft.valid_from is None else draft.valid_from,
+                # An expired record's expiry is over: the new one has the draft's, if any.
+                expires_at=stored.expires_at
+                if not expired and draft.ttl is None and draft.expires_at is None
+                else expiry_of(draft, now),
             )
             steps.append(WriteStep("replace", replaced, history_entry(replaced, "upsert", now)))
     return steps
@@ -354,28 +388,3 @@ def apply_patch(
     elif patch.archived is False:
         changes["archived_at"] = None
     return msgspec.structs.replace(item, **changes)
-
-
-def namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
-    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
-    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
-    they write. A draft naming two different namespaces is refused, never guessed.
-
-    Raises:
-        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
-            differs from a namespace the draft gives.
-    """
-    named = draft.metadata.get("namespace", draft.namespace)
-    if named == draft.namespace:
-        return draft
-    if not isinstance(named, str) or not 1 <= len(named) <= 256:
-        raise MemoryStoreError(
-            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
-            "characters)"
-        )
-    if draft.namespace != DEFAULT_NAMESPACE:
-        raise MemoryStoreError(
-            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
-            f"metadata.namespace {named!r}"
-        )
-    return msgspec.structs.replace(draft, namespace=named)

@@ -182,7 +182,15 @@ def _shapes(kind: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
     return tuple(shapes)
 
 
-_TIMESTAMPS = ("created_at", "updated_at", "last_used_at", "archived_at")
+_TIMESTAMPS = (
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "archived_at",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+)
 
 
 def check_record(record: MemoryItem | HistoryEntry) -> None:

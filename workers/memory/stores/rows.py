@@ -2,13 +2,15 @@
 
     id, key, namespace, content, summary, category, tags, metadata, source,
     created_at, updated_at, version, usage_count, last_used_at,
-    pinned, archived_at, owner, visibility
+    pinned, archived_at, owner, visibility,
+    trust, principal, status, valid_from, valid_to, expires_at
 
 with JSON text for content, tags and metadata and integer microseconds for timestamps.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -24,11 +26,13 @@ if TYPE_CHECKING:
 __all__ = (
     "AUDIT_COLUMNS",
     "GOVERNANCE_COLUMNS",
+    "PROVENANCE_COLUMNS",
     "RECORD_COLUMNS",
     "ROW_FIELDS",
     "audit_entry",
     "audit_values",
     "governance_values",
+    "provenance_values",
     "record_values",
     "row_to_item",
 )
@@ -52,7 +56,16 @@ RECORD_COLUMNS = (
 GOVERNANCE_COLUMNS = ("pinned", "archived_at", "owner", "visibility")
 """The columns after the usage counters, in the order above."""
 
-ROW_FIELDS = (*RECORD_COLUMNS, "usage_count", "last_used_at", *GOVERNANCE_COLUMNS)
+PROVENANCE_COLUMNS = ("trust", "principal", "status", "valid_from", "valid_to", "expires_at")
+"""The write policy's columns, last, in the order above."""
+
+ROW_FIELDS = (
+    *RECORD_COLUMNS,
+    "usage_count",
+    "last_used_at",
+    *GOVERNANCE_COLUMNS,
+    *PROVENANCE_COLUMNS,
+)
 """The row order above: also :class:`MemoryItem`'s field order, which :func:`row_to_item`
 relies on (a test holds the two together)."""
 
@@ -119,6 +132,22 @@ def governance_values(item: MemoryItem) -> tuple[Any, ...]:
     return (item.pinned, archived_at, item.owner, item.visibility)
 
 
+def _micros(moment: datetime | None) -> int | None:
+    return None if moment is None else to_micros(moment)
+
+
+def provenance_values(item: MemoryItem) -> tuple[Any, ...]:
+    """A record's ``PROVENANCE_COLUMNS`` values (timestamps as integer microseconds)."""
+    return (
+        item.trust,
+        item.principal,
+        item.status,
+        _micros(item.valid_from),
+        _micros(item.valid_to),
+        _micros(item.expires_at),
+    )
+
+
 def row_to_item(row: Any) -> MemoryItem:
     """A record from a row (a tuple or an ``asyncpg.Record``) in the order above.
 
@@ -150,6 +179,12 @@ def row_to_item(row: Any) -> MemoryItem:
             None if row[15] is None else from_micros(row[15]),
             row[16],
             row[17],
+            row[18],
+            row[19],
+            row[20],
+            None if row[21] is None else from_micros(row[21]),
+            None if row[22] is None else from_micros(row[22]),
+            None if row[23] is None else from_micros(row[23]),
         )
     except (OverflowError, ValueError, msgspec.DecodeError) as exc:
         raise MemoryStoreError(

@@ -21,7 +21,7 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.cursor import decode_cursor, encode_cursor
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.model.filters import matches_filter
+from workers.memory.model.filters import is_current, matches_filter
 from workers.memory.model.records import now_from, order_key
 from workers.memory.model.validation import check_input
 from workers.memory.worker.boundary import check_items, off_contract
@@ -41,6 +41,7 @@ class ReadNodes(NodeBase):
         keys = list(dict.fromkeys(request.keys))
         if not ids and not keys:
             return GetOutput([])
+        now = now_from(self.clock)  # before the store reads: what it saw unexpired still is
         found = check_items(
             # A record asked for by id and by key may come back twice; it is returned once.
             await self.store.get(ids, keys, request.namespace),
@@ -50,16 +51,20 @@ class ReadNodes(NodeBase):
         by_id = {item.id: item for item in found}
         chosen = [by_id.get(item_id) for item_id in ids]
         if keys:
-            by_key = {
-                item.key: item
-                for item in found
-                if item.key is not None and item.namespace == request.namespace
-            }
-            chosen += [by_key.get(key) for key in keys]
+            # A key names its active record first, then the others sharing it.
+            by_key: dict[str, list[MemoryItem]] = {}
+            for record in sorted(found, key=lambda record: record.status != "active"):
+                if record.key is not None and record.namespace == request.namespace:
+                    by_key.setdefault(record.key, []).append(record)
+            chosen += [record for key in keys for record in by_key.get(key, ())]
         ordered: dict[str, MemoryItem] = {}
-        for item in chosen:
-            if item is not None and (request.include_archived or item.archived_at is None):
-                ordered.setdefault(item.id, item)
+        for chose in chosen:
+            if (
+                chose is not None
+                and (request.include_archived or chose.archived_at is None)
+                and is_current(chose, request.include, now, request.as_of)
+            ):
+                ordered.setdefault(chose.id, chose)
         items = list(ordered.values())
         if not self.access.silent:
             items = await self.access.reads(ctx, items, principal)
@@ -102,6 +107,7 @@ class ReadNodes(NodeBase):
         request = msgspec.structs.replace(
             request, limit=limit, filter=self.access.visible_filter(request.filter, principal)
         )
+        now = now_from(self.clock)  # before the search: what it saw unexpired still is
         found = await self.search_provider.search(request, ctx)
         output = found if isinstance(found, SearchOutput) else SearchOutput(found)
         hits = output.hits
@@ -113,7 +119,7 @@ class ReadNodes(NodeBase):
         for hit in hits:
             if hit.score is not None and not math.isfinite(hit.score):
                 raise off_contract("SEARCH returned a non-finite score")
-            if not matches_filter(hit.memory, request.filter):
+            if not matches_filter(hit.memory, request.filter, now):
                 raise off_contract("SEARCH returned a record outside the filter")
         returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
         if len(returned) < len(hits):  # never when enforcing: the store filtered already

@@ -21,7 +21,7 @@ from workers.memory.model.contracts import (
     WriteOutput,
 )
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.model.records import changes_text, namespaced, now_from, plan_updates
+from workers.memory.model.records import changes_text, now_from, plan_updates
 from workers.memory.model.validation import check_input
 from workers.memory.worker.boundary import check_items, off_contract
 from workers.memory.worker.node_base import NodeBase
@@ -52,6 +52,31 @@ def _keyed_by_work(drafts: list[MemoryDraft], idempotency_key: str) -> list[Memo
     ]
 
 
+def namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
+    """``draft`` in the namespace its metadata names, if any: the reference and the handbook
+    keep the namespace in ``metadata.namespace``, and a filter on ``namespace`` must find what
+    they write. A draft naming two different namespaces is refused, never guessed.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT``: ``metadata.namespace`` is not a namespace name, or
+            differs from a namespace the draft gives.
+    """
+    named = draft.metadata.get("namespace", draft.namespace)
+    if named == draft.namespace:
+        return draft
+    if not isinstance(named, str) or not 1 <= len(named) <= 256:
+        raise MemoryStoreError(
+            f"memories[{position}].metadata.namespace must be a namespace name (1 to 256 "
+            "characters)"
+        )
+    if draft.namespace != DEFAULT_NAMESPACE:
+        raise MemoryStoreError(
+            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
+            f"metadata.namespace {named!r}"
+        )
+    return msgspec.structs.replace(draft, namespace=named)
+
+
 class WriteNodes(NodeBase):
     """The handlers of ``MEMORY.WRITE``, ``MEMORY.UPDATE`` and ``MEMORY.DELETE``."""
 
@@ -59,11 +84,17 @@ class WriteNodes(NodeBase):
         self._start_hygiene()
         check_input(request)
         memories = [namespaced(position, draft) for position, draft in enumerate(request.memories)]
+        if ctx.principal is not None:  # provenance: who wrote it, as the runtime knows the caller
+            memories = [
+                msgspec.structs.replace(draft, principal=ctx.principal) for draft in memories
+            ]
         if request.idempotent:
             memories = _keyed_by_work(memories, ctx.idempotency_key)
         request = msgspec.structs.replace(request, memories=memories)
         seen: set[tuple[str, str]] = set()
         for position, draft in enumerate(request.memories):
+            if draft.ttl is not None and draft.expires_at is not None:
+                raise MemoryStoreError(f"memories[{position}]: give expires_at or ttl, not both")
             if draft.key is None:
                 if request.mode == "upsert":
                     raise MemoryStoreError(f"memories[{position}]: upsert needs a key")

@@ -28,6 +28,10 @@ class InProcessState:
         self._clock = clock
         self._items: dict[str, MemoryItem] = {}
         self._keys: dict[tuple[str, str], str] = {}
+        """(namespace, key) -> the id of the active record that holds the key."""
+        self._sharing: dict[tuple[str, str], set[str]] = {}
+        """(namespace, key) -> the ids of the other records that share it (superseded,
+        contested, quarantined)."""
         self._terms: dict[str, Counter[str]] = {}
         self._history: dict[str, list[HistoryEntry]] = {}
         self._audit: list[AuditEntry] = []
@@ -55,10 +59,35 @@ class InProcessState:
 
     def _commit(self, prepared: Sequence[tuple[MemoryItem, Counter[str]]]) -> None:
         for item, terms in prepared:
+            previous = self._items.get(item.id)
+            if previous is not None:
+                self._unindex_key(previous)
             self._items[item.id] = item
             if item.key is not None:
-                self._keys[(item.namespace, item.key)] = item.id
+                if item.status == "active":
+                    self._keys[(item.namespace, item.key)] = item.id
+                else:
+                    self._sharing.setdefault((item.namespace, item.key), set()).add(item.id)
             self._terms[item.id] = terms
+
+    def _unindex_key(self, item: MemoryItem) -> None:
+        """Forget ``item`` as a holder or sharer of its key."""
+        if item.key is None:
+            return
+        place = (item.namespace, item.key)
+        if self._keys.get(place) == item.id:
+            del self._keys[place]
+        sharing = self._sharing.get(place)
+        if sharing is not None:
+            sharing.discard(item.id)
+            if not sharing:
+                del self._sharing[place]
+
+    def _ids_with_key(self, namespace: str, key: str) -> list[str]:
+        """The active record's id first, then the others sharing the key (sorted)."""
+        place = (namespace, key)
+        holder = self._keys.get(place)
+        return ([] if holder is None else [holder]) + sorted(self._sharing.get(place, ()))
 
 
 _encode_item = msgspec.json.Encoder()

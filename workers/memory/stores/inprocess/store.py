@@ -78,20 +78,19 @@ class InProcessMemoryStore(
     ) -> list[MemoryItem]:
         found = [self._items[item_id] for item_id in ids if item_id in self._items]
         for key in keys:
-            item_id = self._keys.get((namespace, key))
-            if item_id is not None:
-                found.append(self._items[item_id])
+            found.extend(self._items[item_id] for item_id in self._ids_with_key(namespace, key))
         return [clone(item) for item in found]
 
     async def query(
         self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
     ) -> list[MemoryItem]:
         descending = order.direction == "desc"
+        now = now_from(self._clock)
         ranked = sorted(
             (
                 (order_key(item, order.field), item.id, item)
                 for item in self._items.values()
-                if matches_filter(item, filter)
+                if matches_filter(item, filter, now)
             ),
             key=lambda row: (row[0], row[1]),
             reverse=descending,
@@ -104,16 +103,19 @@ class InProcessMemoryStore(
         return [clone(row[2]) for row in ranked[:limit]]
 
     async def count(self, filter: MemoryFilter) -> int:
-        return sum(1 for item in self._items.values() if matches_filter(item, filter))
+        now = now_from(self._clock)
+        return sum(1 for item in self._items.values() if matches_filter(item, filter, now))
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         words, explain = keyword_request(input, "the in-process store")
         limit = input.limit or 10
         terms = {light_stem(word) for word in words}
+        now = now_from(self._clock)
         candidates = [
             (item, self._terms[item.id])
             for item in self._items.values()
-            if matches_filter(item, input.filter) and not terms.isdisjoint(self._terms[item.id])
+            if matches_filter(item, input.filter, now)
+            and not terms.isdisjoint(self._terms[item.id])
         ]
         if not candidates:
             return []
@@ -181,8 +183,7 @@ class InProcessMemoryStore(
             self._terms.pop(item_id, None)
             self._vectors.pop(item_id, None)
             self._index.remove([item_id])
-            if item.key is not None:
-                self._keys.pop((item.namespace, item.key), None)
+            self._unindex_key(item)
             deleted.append(item_id)
         return deleted
 
@@ -196,14 +197,12 @@ class InProcessMemoryStore(
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         for item in items:  # check everything first: all or nothing
-            holder = self._keys.get((item.namespace, item.key)) if item.key is not None else None
+            holds = item.key is not None and item.status == "active"
+            holder = self._keys.get((item.namespace, item.key or "")) if holds else None
             if holder is not None and holder != item.id:
                 raise key_taken(item.namespace, item.key)
         prepared = [self._prepared(item) for item in items]  # may fail: before any change
         for item in items:
-            previous = self._items.get(item.id)
-            if previous is not None and previous.key is not None:
-                self._keys.pop((previous.namespace, previous.key), None)
             held = self._vectors.get(item.id, {})
             if any(fingerprint != text_hash(item) for _, fingerprint in held.values()):
                 del self._vectors[item.id]  # its text changed: it needs a new vector

@@ -10,6 +10,7 @@ import numpy as np
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.errors import conflict
 from workers.memory.model.filters import matches_filter
+from workers.memory.model.records import now_from
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vectors import (
     Vectors,
@@ -59,11 +60,14 @@ class InProcessVectors(InProcessState):
         self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
     ) -> list[tuple[MemoryItem, float]]:
         check_model(model, self._state, writing=False)
+        now = now_from(self._clock)
 
         def matching(ids: list[str]) -> list[MemoryItem]:
             found = (self._items.get(item_id) for item_id in ids)
             return [
-                clone(item) for item in found if item is not None and matches_filter(item, filter)
+                clone(item)
+                for item in found
+                if item is not None and matches_filter(item, filter, now)
             ]
 
         return ranked_filtered(self._index, query, limit, matching, lambda item: item.id)

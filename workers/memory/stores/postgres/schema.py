@@ -156,6 +156,18 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"ALTER TABLE {s}.memory_audit ADD COLUMN keys text NOT NULL DEFAULT '[]', "
             "ADD COLUMN categories text NOT NULL DEFAULT '[]'",
         ),
+        (
+            # Provenance and validity (the write policy). Only an active record holds its
+            # key: superseded, contested and quarantined ones share it with the holder.
+            f"ALTER TABLE {s}.memories ADD COLUMN trust text, ADD COLUMN principal text, "
+            "ADD COLUMN status text NOT NULL DEFAULT 'active', ADD COLUMN valid_from bigint, "
+            "ADD COLUMN valid_to bigint, ADD COLUMN expires_at bigint",
+            f"DROP INDEX {s}.memories_namespace_key",
+            f"CREATE UNIQUE INDEX memories_namespace_key ON {s}.memories (namespace, key) "
+            "WHERE key IS NOT NULL AND status = 'active'",
+            f"CREATE INDEX memories_expires ON {s}.memories (expires_at) "
+            "WHERE expires_at IS NOT NULL",
+        ),
     )
 
 

@@ -84,6 +84,7 @@ This module runs the plan: it scores in SQL and ranks the two phases. The statis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +163,7 @@ async def keyword_search(
     words: Sequence[str],
     filter: MemoryFilter,
     limit: int,
+    now: datetime,
 ) -> list[tuple[Any, float]]:
     """Ranked ``(row, score)`` pairs: rows in ``columns()`` order, scores BM25 on the
     calibrated scale (``search.keyword.calibrated``), best first, ties by id."""
@@ -169,7 +171,7 @@ async def keyword_search(
     if plan is None:
         return []
     params = Params([plan.kept])
-    where = where_clause(filter, params, s)
+    where = where_clause(filter, params, s, now)
     budget = planner.budget
     if plan.sliced:
         # The newest window of the table, read down the `created_at` index: it costs the
@@ -195,7 +197,7 @@ async def keyword_search(
     hits = [(row, float(row["score"])) for row in rows]
     if len(hits) < limit and plan.partial:
         found = [row["id"] for row, _ in hits]
-        hits += await _newest(connection, s, plan, filter, found, limit - len(found))
+        hits += await _newest(connection, s, plan, filter, found, limit - len(found), now)
     return [(row, calibrated(score, plan.ideal)) for row, score in hits]
 
 
@@ -206,10 +208,11 @@ async def _newest(
     filter: MemoryFilter,
     found: list[str],
     wanted: int,
+    now: datetime,
 ) -> list[tuple[Any, float]]:
     """Phase 2: the ``wanted`` newest records matching any word, not yet found, best first."""
     params = Params([plan.every, found])
-    where = where_clause(filter, params, s)
+    where = where_clause(filter, params, s, now)
     # With a frequent word among them, matches are dense: walk `created_at` down and stop at
     # `wanted` (`IS TRUE` keeps the GIN index out: a generic plan, blind to the words, would
     # take it and sort every match). Otherwise the matches are few: take them all from GIN.

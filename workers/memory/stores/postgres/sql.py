@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from ditto.errors import InvalidInputError
 from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.model.records import canonical_json, content_text, to_micros
+from workers.memory.stores.conditions import current_conditions
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
+    PROVENANCE_COLUMNS,
     RECORD_COLUMNS,
     governance_values,
+    provenance_values,
     record_values,
 )
 
@@ -43,7 +47,7 @@ def quoted_schema(schema: str) -> str:
     return f'"{schema}"'
 
 
-STORED_COLUMNS = (*RECORD_COLUMNS, *GOVERNANCE_COLUMNS, "search_text")
+STORED_COLUMNS = (*RECORD_COLUMNS, *GOVERNANCE_COLUMNS, *PROVENANCE_COLUMNS, "search_text")
 """What a write stores in ``memories``, in the order of :func:`item_values`."""
 
 
@@ -55,6 +59,7 @@ def columns() -> str:
             "coalesce(u.usage_count, 0)",
             "u.last_used_at",
             *(f"m.{name}" for name in GOVERNANCE_COLUMNS),
+            *(f"m.{name}" for name in PROVENANCE_COLUMNS),
         ]
     )
 
@@ -73,7 +78,12 @@ def search_text(item: MemoryItem) -> str:
 
 def item_values(item: MemoryItem) -> tuple[Any, ...]:
     """Values for ``STORED_COLUMNS``, in that order (a new record has no usage row yet)."""
-    return (*record_values(item), *governance_values(item), search_text(item))
+    return (
+        *record_values(item),
+        *governance_values(item),
+        *provenance_values(item),
+        search_text(item),
+    )
 
 
 class Params:
@@ -87,9 +97,10 @@ class Params:
         return f"${len(self.values)}"
 
 
-def where_clause(filter: MemoryFilter, params: Params, schema: str) -> str:
-    """``filter`` as SQL over the alias ``m`` of ``schema`` (quoted), ``TRUE`` when empty."""
-    parts: list[str] = []
+def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetime) -> str:
+    """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m`` of ``schema``
+    (quoted), ``TRUE`` when empty."""
+    parts = current_conditions(filter.include, now, filter.as_of, params.add)
     for column, value in (
         ("m.namespace", filter.namespace),
         ("m.category", filter.category),

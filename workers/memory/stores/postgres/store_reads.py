@@ -12,6 +12,7 @@ from workers.memory.model.contracts import (
     SearchHit,
     SearchInput,
 )
+from workers.memory.model.records import now_from
 from workers.memory.ports import QueryPosition
 from workers.memory.retrieval.keyword import explained, keyword_request
 from workers.memory.stores.postgres.errors import postgres_errors
@@ -54,7 +55,7 @@ class PostgresReads(PostgresStoreBase):
     ) -> list[MemoryItem]:
         pool = await self._ready()
         params = Params()
-        where = where_clause(filter, params, self._s)
+        where = where_clause(filter, params, self._s, now_from(self._clock))
         expression, direction, comparison = order_clause(order)
         if after is not None:
             last = f"({params.add(after[0])}, {params.add(after[1])})"
@@ -70,7 +71,7 @@ class PostgresReads(PostgresStoreBase):
     async def count(self, filter: MemoryFilter) -> int:
         pool = await self._ready()
         params = Params()
-        where = where_clause(filter, params, self._s)
+        where = where_clause(filter, params, self._s, now_from(self._clock))
         async with postgres_errors():
             value = await pool.fetchval(
                 f"SELECT count(*) FROM {self._s}.memories m WHERE {where}", *params.values
@@ -101,6 +102,12 @@ class PostgresReads(PostgresStoreBase):
             return []
         async with self._connection() as connection:
             hits = await keyword_search(
-                connection, self._planner, self._s, words, input.filter, input.limit or 10
+                connection,
+                self._planner,
+                self._s,
+                words,
+                input.filter,
+                input.limit or 10,
+                now_from(self._clock),
             )
         return explained([SearchHit(row_to_item(row), score) for row, score in hits], explain)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
+from workers.memory.model.records import now_from
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vectors import Vectors, VectorState
 from workers.memory.stores.postgres import vectors as pg_vectors
@@ -27,7 +28,15 @@ class PostgresVectors(PostgresStoreBase):
         pool = await self._ready()
         async with postgres_errors():
             return await pg_vectors.search_vectors(
-                pool, self._s, self._index, self._refreshing, model, query, filter, limit
+                pool,
+                self._s,
+                self._index,
+                self._refreshing,
+                model,
+                query,
+                filter,
+                limit,
+                now_from(self._clock),
             )
 
     async def begin_reindex(self, model: EmbeddingModel) -> None:

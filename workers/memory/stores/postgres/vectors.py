@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -217,6 +218,7 @@ async def search_vectors(
     query: Matrix,
     filter: MemoryFilter,
     limit: int,
+    now: datetime,
 ) -> list[tuple[MemoryItem, float]]:
     async with pool.acquire() as connection:
         async with connection.transaction(isolation="repeatable_read", readonly=True):
@@ -228,7 +230,7 @@ async def search_vectors(
                 async with refreshing:  # one refresh at a time, never back to an older snapshot
                     await _refresh(connection, s, index, state.active, generation)
         params = Params()
-        where = where_clause(filter, params, s)
+        where = where_clause(filter, params, s, now)
         mark = params.add(None)  # the candidate ids, filled per round
 
         async def matching(ids: list[str]) -> list[MemoryItem]:

@@ -53,7 +53,7 @@ async def write_batch(
         rows = await connection.fetch(
             f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
             "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
-            "AND m.key = wanted.key FOR UPDATE OF m",
+            "AND m.key = wanted.key WHERE m.status = 'active' FOR UPDATE OF m",
             [namespace for namespace, _ in keyed],
             [key for _, key in keyed],
         )

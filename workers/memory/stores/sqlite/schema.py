@@ -116,7 +116,22 @@ _V5 = (
     "ALTER TABLE memory_audit ADD COLUMN categories TEXT NOT NULL DEFAULT '[]'",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+_V6 = (
+    # Provenance and validity (the write policy). Only an active record holds its key:
+    # superseded, contested and quarantined ones share it with the record that holds it.
+    "ALTER TABLE memories ADD COLUMN trust TEXT",
+    "ALTER TABLE memories ADD COLUMN principal TEXT",
+    "ALTER TABLE memories ADD COLUMN status TEXT NOT NULL DEFAULT 'active'",
+    "ALTER TABLE memories ADD COLUMN valid_from INTEGER",
+    "ALTER TABLE memories ADD COLUMN valid_to INTEGER",
+    "ALTER TABLE memories ADD COLUMN expires_at INTEGER",
+    "DROP INDEX memories_namespace_key",
+    "CREATE UNIQUE INDEX memories_namespace_key ON memories(namespace, key) "
+    "WHERE key IS NOT NULL AND status = 'active'",
+    "CREATE INDEX memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

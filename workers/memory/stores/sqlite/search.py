@@ -29,6 +29,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from time import monotonic
 from typing import Any
 
@@ -209,6 +210,7 @@ def keyword_search(
     filter: MemoryFilter,
     limit: int,
     budget: int,
+    now: datetime,
 ) -> list[tuple[tuple[Any, ...], float]]:
     """Ranked ``(row, score)`` pairs: rows in ``COLUMNS`` order, scores BM25 on the calibrated
     scale (``search.keyword.calibrated``), higher is better."""
@@ -216,7 +218,7 @@ def keyword_search(
     if not kept:
         return []
     connection = planner.connection
-    where, params = where_clause(filter)
+    where, params = where_clause(filter, now)
     # If even the rarest word has more postings than the budget, phase 1 ranks the newest part
     # of the index only (rowids grow with time), sized so it holds about `budget` postings.
     spent = planner.postings(kept)

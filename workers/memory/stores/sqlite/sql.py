@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,13 @@ from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text, to_micros
 from workers.memory.retrieval.text import fts_phrase
-from workers.memory.stores.rows import ROW_FIELDS, governance_values, record_values
+from workers.memory.stores.conditions import current_conditions
+from workers.memory.stores.rows import (
+    ROW_FIELDS,
+    governance_values,
+    provenance_values,
+    record_values,
+)
 
 __all__ = (
     "COLUMNS",
@@ -59,6 +66,7 @@ def item_row(item: MemoryItem) -> tuple[Any, ...]:
         archived_at,
         owner,
         visibility,
+        *provenance_values(item),
     )
 
 
@@ -72,10 +80,16 @@ def fts_row(item: MemoryItem) -> tuple[str, str, str]:
     )
 
 
-def where_clause(filter: MemoryFilter) -> tuple[str, list[Any]]:
-    """``filter`` as SQL over the alias ``m`` (``"1"`` when empty), with its parameters."""
-    parts: list[str] = []
+def where_clause(filter: MemoryFilter, now: datetime) -> tuple[str, list[Any]]:
+    """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m``, with its
+    parameters."""
     params: list[Any] = []
+
+    def mark(value: Any) -> str:
+        params.append(value)
+        return "?"
+
+    parts = current_conditions(filter.include, now, filter.as_of, mark)
     for column, value in (
         ("m.namespace", filter.namespace),
         ("m.category", filter.category),

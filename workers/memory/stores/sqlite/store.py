@@ -179,12 +179,18 @@ class SqliteMemoryStore(
     async def query(
         self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
     ) -> list[MemoryItem]:
-        return await self._threads.read(self._query, filter, order, limit, after)
+        now = now_from(self._clock)
+        return await self._threads.read(self._query, filter, order, limit, after, now)
 
     def _query(
-        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+        self,
+        filter: MemoryFilter,
+        order: OrderBy,
+        limit: int,
+        after: QueryPosition | None,
+        now: datetime,
     ) -> list[MemoryItem]:
-        where, params = where_clause(filter)
+        where, params = where_clause(filter, now)
         expression, direction, comparison = order_clause(order)
         if after is not None:
             where += f" AND ({expression}, m.id) {comparison} (?, ?)"
@@ -197,10 +203,10 @@ class SqliteMemoryStore(
         return [row_to_item(row) for row in rows]
 
     async def count(self, filter: MemoryFilter) -> int:
-        return await self._threads.read(self._count, filter)
+        return await self._threads.read(self._count, filter, now_from(self._clock))
 
-    def _count(self, filter: MemoryFilter) -> int:
-        where, params = where_clause(filter)
+    def _count(self, filter: MemoryFilter, now: datetime) -> int:
+        where, params = where_clause(filter, now)
         sql = f"SELECT count(*) FROM memories m WHERE {where}"
         return int(self._threads.connection().execute(sql, params).fetchone()[0])
 
@@ -226,11 +232,14 @@ class SqliteMemoryStore(
         words, explain = keyword_request(input, "the SQLite store")
         if not words:
             return []
-        hits = await self._threads.read(self._search, words, input.filter, input.limit or 10)
+        now = now_from(self._clock)
+        hits = await self._threads.read(self._search, words, input.filter, input.limit or 10, now)
         return explained(hits, explain)
 
-    def _search(self, words: list[str], filter: MemoryFilter, limit: int) -> list[SearchHit]:
-        hits = keyword_search(self._threads.planner(), words, filter, limit, self._budget)
+    def _search(
+        self, words: list[str], filter: MemoryFilter, limit: int, now: datetime
+    ) -> list[SearchHit]:
+        hits = keyword_search(self._threads.planner(), words, filter, limit, self._budget, now)
         return [SearchHit(row_to_item(row), score) for row, score in hits]
 
     # ----------------------------------------------------------------- writes
@@ -274,12 +283,20 @@ class SqliteMemoryStore(
         self, model: EmbeddingModel, query: Matrix, filter: MemoryFilter, limit: int
     ) -> list[tuple[MemoryItem, float]]:
         index = self._index
+        now = now_from(self._clock)
         if index.model == model and len(index) * model.dimension <= _QUICK_VECTOR_FLOATS:
             # A small index that is up to date answers in a fraction of a millisecond: here,
             # without the hop (which would cost half as much again), unless it needs more.
             quick = await self._threads.read_here(
                 lambda: sqlite_vectors.search_vectors(
-                    self._threads.connection(), index, model, query, filter, limit, quick_only=True
+                    self._threads.connection(),
+                    index,
+                    model,
+                    query,
+                    filter,
+                    limit,
+                    now,
+                    quick_only=True,
                 )
             )
             if quick is not None:
@@ -288,7 +305,7 @@ class SqliteMemoryStore(
         found = await self._threads.on(
             VECTOR_THREAD,
             lambda: sqlite_vectors.search_vectors(
-                self._threads.connection(), index, model, query, filter, limit
+                self._threads.connection(), index, model, query, filter, limit, now
             ),
         )
         assert found is not None  # only a quick search gives up

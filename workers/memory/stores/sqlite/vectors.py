@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,7 @@ def search_vectors(
     query: Matrix,
     filter: MemoryFilter,
     limit: int,
+    now: datetime,
     *,
     quick_only: bool = False,
 ) -> list[tuple[MemoryItem, float]] | None:
@@ -218,7 +220,7 @@ def search_vectors(
                     _refresh(connection, index, state.active, generation)
         finally:
             connection.execute("COMMIT")
-    where, params = where_clause(filter)
+    where, params = where_clause(filter, now)
 
     def records(ids: Sequence[str]) -> dict[str, MemoryItem]:
         if not ids:

@@ -24,7 +24,7 @@ from workers.memory.model.records import (
     plan_writes,
 )
 from workers.memory.retrieval.vectors import Vectors
-from workers.memory.stores.rows import row_to_item
+from workers.memory.stores.rows import ROW_FIELDS, row_to_item
 from workers.memory.stores.sqlite import logs
 from workers.memory.stores.sqlite import vectors as sqlite_vectors
 from workers.memory.stores.sqlite.sql import (
@@ -36,16 +36,27 @@ from workers.memory.stores.sqlite.sql import (
     rows_for_ids,
 )
 
-__all__ = ("BY_ID", "BY_KEY", "delete_batch", "restore_batch", "update_batch", "write_batch")
+__all__ = (
+    "ACTIVE_BY_KEY",
+    "BY_ID",
+    "BY_KEY",
+    "delete_batch",
+    "restore_batch",
+    "update_batch",
+    "write_batch",
+)
 
 BY_ID = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
 BY_KEY = f"SELECT {COLUMNS} FROM memories m WHERE m.key IN ({{marks}}) AND m.namespace = ?"
-_INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+ACTIVE_BY_KEY = BY_KEY + " AND m.status = 'active'"
+"""The records that hold their keys (what a write lands on)."""
+_INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * len(ROW_FIELDS))})"
 _INSERT_FTS = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
 _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
     "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
-    "visibility = ? WHERE id = ? RETURNING seq"
+    "visibility = ?, trust = ?, principal = ?, status = ?, valid_from = ?, valid_to = ?, "
+    "expires_at = ? WHERE id = ? RETURNING seq"
 )
 
 
@@ -64,7 +75,7 @@ def write_batch(
             by_namespace.setdefault(draft.namespace, []).append(draft.key)
     existing: dict[tuple[str, str], MemoryItem] = {}
     for namespace, keys in by_namespace.items():
-        for row in rows_for_ids(connection, BY_KEY, keys, [namespace]):
+        for row in rows_for_ids(connection, ACTIVE_BY_KEY, keys, [namespace]):
             item = row_to_item(row)
             existing[(item.namespace, item.key or "")] = item
     steps = plan_writes(drafts, mode, existing, now, guard)
@@ -138,7 +149,7 @@ def _replace(connection: sqlite3.Connection, item: MemoryItem) -> None:
     """Overwrite a stored record's fields (same id) and its keyword index entry."""
     row: tuple[Any, ...] = item_row(item)
     (seq,) = connection.execute(
-        _REPLACE, (*row[3:9], row[10], row[11], *row[14:18], item.id)
+        _REPLACE, (*row[3:9], row[10], row[11], *row[14:], item.id)
     ).fetchone()
     connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
     connection.execute(_INSERT_FTS, (seq, *fts_row(item)))
