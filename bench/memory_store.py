@@ -51,7 +51,8 @@ from timing import Figure, Spread, alternate, timed, timed_async
 
 from ditto import Ditto, create_ditto
 from workers.memory import MemoryDraft, MemoryItem, SqliteMemoryStore, create_memory_worker
-from workers.memory.model.records import new_item, to_micros, utc_now
+from workers.memory.model.planning import new_item
+from workers.memory.model.records import to_micros, utc_now
 from workers.memory.retrieval.text import query_words
 from workers.memory.stores.sqlite.sql import COLUMNS, INSERT_COLUMNS, fts_row, item_row
 

@@ -45,7 +45,8 @@ from memory_store import Corpus  # bench/ is the script's folder
 
 from ditto import Ditto, create_ditto
 from workers.memory import MemoryDraft, MemoryItem, create_memory_worker
-from workers.memory.model.records import new_item, to_micros, utc_now
+from workers.memory.model.planning import new_item
+from workers.memory.model.records import to_micros, utc_now
 from workers.memory.retrieval.keyword import idf
 from workers.memory.retrieval.text import query_words
 from workers.memory.stores.postgres import PostgresMemoryStore

@@ -33,7 +33,8 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.contracts import WriteMode
-from workers.memory.model.records import Clock, WriteGuard, utc_now
+from workers.memory.model.planning import WriteGuard
+from workers.memory.model.records import Clock, utc_now
 from workers.memory.ports import CAPABILITIES, QueryPosition
 from workers.memory.retrieval.vectors import Vectors
 

@@ -23,7 +23,7 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.contracts import WriteMode
-from workers.memory.model.records import WriteGuard
+from workers.memory.model.planning import WriteGuard
 from workers.memory.ports import QueryPosition
 from workers.memory.retrieval.prompt_index import render_index
 from workers.memory.retrieval.recency import recency_search

@@ -232,7 +232,7 @@ async def _scan(
 
 class _StillDue:
     """The plan, checked again inside each change's transaction (a
-    :class:`~workers.memory.model.records.WriteGuard`): a record edited, used, pinned or revived
+    :class:`~workers.memory.model.planning.WriteGuard`): a record edited, used, pinned or revived
     since it was planned is left alone."""
 
     def __init__(

@@ -23,7 +23,8 @@ from workers.memory.model.contracts import (
     OrderBy,
     WriteMode,
 )
-from workers.memory.model.records import WriteGuard, to_micros
+from workers.memory.model.planning import WriteGuard
+from workers.memory.model.records import to_micros
 
 if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
     from workers.memory.retrieval.vectors import Vectors
@@ -50,8 +51,8 @@ class MemoryStore(ABC):
 
     **Guards.** A ``guard`` (access control, retention) is consulted inside the write's
     transaction on the records as stored there — by
-    :func:`~workers.memory.model.records.plan_writes`,
-    :func:`~workers.memory.model.records.plan_updates` and per record before a delete — so no
+    :func:`~workers.memory.model.planning.plan_writes`,
+    :func:`~workers.memory.model.planning.plan_updates` and per record before a delete — so no
     concurrent change slips between its check and the write. **Vectors**, for stores that are also a
     :class:`~workers.memory.ports.vectors.VectorStore`, are stored with the records in the same
     transaction; such a store refuses text changes without them and vectors of another model
@@ -123,7 +124,7 @@ class MemoryStore(ABC):
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        """Store a batch in one transaction, as :func:`~workers.memory.model.records.plan_writes`
+        """Store a batch in one transaction, as :func:`~workers.memory.model.planning.plan_writes`
         decides each draft (insert, replace by key, or replay).
 
         Args:
@@ -148,7 +149,7 @@ class MemoryStore(ABC):
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         """Apply every patch in one transaction, as
-        :func:`~workers.memory.model.records.plan_updates` decides.
+        :func:`~workers.memory.model.planning.plan_updates` decides.
 
         Args:
             patches: Validated patches; ids are unique within the call.

@@ -336,7 +336,7 @@ OWNER_ONLY = "only the record's owner may change its visibility"
 class AccessGuard:
     """The enforcement rules, in one place. The worker screens with the ``*_refusal`` methods
     before writing (to log and audit, also when observing); the store runs the ``check_*``
-    methods inside its write transaction (a :class:`~workers.memory.model.records.WriteGuard`), on
+    methods inside its write transaction (a :class:`~workers.memory.model.planning.WriteGuard`), on
     the records as the transaction reads them, so a concurrent change — a record made private,
     a key taken — cannot slip between check and write."""
 

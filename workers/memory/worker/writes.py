@@ -21,7 +21,8 @@ from workers.memory.model.contracts import (
     WriteOutput,
 )
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.model.records import changes_text, now_from, plan_updates
+from workers.memory.model.planning import changes_text, plan_updates
+from workers.memory.model.records import now_from
 from workers.memory.model.validation import check_input
 from workers.memory.worker.boundary import check_items, off_contract
 from workers.memory.worker.node_base import NodeBase

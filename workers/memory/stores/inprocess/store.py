@@ -22,15 +22,14 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.errors import key_taken
 from workers.memory.model.filters import matches_filter
-from workers.memory.model.records import (
+from workers.memory.model.planning import (
     WriteGuard,
     changes_text,
     history_entry,
-    now_from,
-    order_key,
     plan_updates,
     plan_writes,
 )
+from workers.memory.model.records import now_from, order_key
 from workers.memory.ports import (
     AuditLog,
     HistoryLog,

@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
-from workers.memory.model.records import WriteGuard, changes_text, now_from
+from workers.memory.model.planning import WriteGuard, changes_text
+from workers.memory.model.records import now_from
 from workers.memory.ports import (
     AuditLog,
     HistoryLog,

@@ -11,13 +11,8 @@ import asyncpg
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
 from workers.memory.model.errors import conflict
-from workers.memory.model.records import (
-    WriteGuard,
-    history_entry,
-    plan_updates,
-    plan_writes,
-    to_micros,
-)
+from workers.memory.model.planning import WriteGuard, history_entry, plan_updates, plan_writes
+from workers.memory.model.records import to_micros
 from workers.memory.stores.postgres import logs
 from workers.memory.stores.postgres.schema import lock_id
 from workers.memory.stores.postgres.sql import STORED_COLUMNS, columns, item_values, records
@@ -39,7 +34,7 @@ async def write_batch(
     guard: WriteGuard | None,
 ) -> list[MemoryItem]:
     """WRITE: lock each key (sorted, so no deadlock), read what the keys hold, then insert,
-    replace or replay as :func:`~workers.memory.model.records.plan_writes` decides."""
+    replace or replay as :func:`~workers.memory.model.planning.plan_writes` decides."""
     keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
     existing: dict[tuple[str, str], MemoryItem] = {}
     if keyed:

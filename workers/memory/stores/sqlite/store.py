@@ -35,13 +35,8 @@ from workers.memory.model.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.model.records import (
-    Clock,
-    WriteGuard,
-    now_from,
-    to_micros,
-    utc_now,
-)
+from workers.memory.model.planning import WriteGuard
+from workers.memory.model.records import Clock, now_from, to_micros, utc_now
 from workers.memory.ports import (
     AuditEvent,
     AuditLog,

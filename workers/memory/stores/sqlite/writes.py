@@ -16,7 +16,7 @@ from workers.memory.model.contracts import (
     WriteMode,
 )
 from workers.memory.model.errors import key_taken
-from workers.memory.model.records import (
+from workers.memory.model.planning import (
     WriteGuard,
     changes_text,
     history_entry,
