@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ditto.app.config import Settings, load_config
+from ditto.app.config.policy_settings import PolicyOverrideSettings, PolicyStagesSettings
 from ditto.contracts.node_types import NodeContract
 from ditto.errors import ErrorCode
 from ditto.runtime.runtime import Ditto, create_ditto
@@ -25,6 +26,7 @@ from ditto.runtime.worker import WorkerDefinition
 if TYPE_CHECKING:
     from workers.context.stores.base import ContextStateStore
     from workers.memory.maintenance.retention import RetentionPolicy
+    from workers.memory.policy.config import WritePolicy
     from workers.memory.ports import MemoryStore
     from workers.memory.retrieval.embeddings.base import Embedder
     from workers.memory.retrieval.hybrid import SearchSettings
@@ -255,4 +257,24 @@ def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinit
         hygiene_interval_s=memory.retention.interval_s,
         embedder=build_embedder(settings),
         search_settings=build_search_settings(settings),
+        policy=build_write_policy(settings),
+    )
+
+
+def build_write_policy(settings: Settings) -> WritePolicy:
+    """The write policy ``workers.memory.policy`` configures."""
+    from workers.memory.policy.config import StageModes, WritePolicy
+
+    policy = settings.workers.memory.policy
+
+    def modes(stages: PolicyStagesSettings | PolicyOverrideSettings) -> StageModes:
+        return StageModes(stages.safety, stages.dedupe, stages.contradiction)
+
+    return WritePolicy(
+        modes(policy.stages),
+        {namespace: modes(stages) for namespace, stages in policy.namespaces.items()},
+        {category: modes(stages) for category, stages in policy.categories.items()},
+        tuple(policy.trust_levels),
+        policy.default_trust,
+        {category: round(days * 86_400) for category, days in policy.ttl_days.items()},
     )

@@ -42,6 +42,32 @@ async def test_configured_limits_and_backend_apply(tmp_path: Path) -> None:
     assert not (tmp_path / "memory.sqlite").exists()
 
 
+async def test_the_configured_write_policy_applies_per_category(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: inprocess\n    policy:\n"
+        "      stages: {contradiction: enforce}\n"
+        "      categories: {scratch: {contradiction: off}}\n"
+        "      default_trust: agent\n      ttl_days: {daily: 2}\n"
+    )
+    async with open_runtime(load_config(config, env={})) as runtime:
+
+        async def write(draft: dict[str, Any]) -> Any:
+            mode = "upsert" if "key" in draft else "create"
+            result = await runtime.invoke("MEMORY.WRITE", {"memories": [draft], "mode": mode})
+            return result.unwrap()
+
+        await write({"key": "fact", "content": "a", "trust": "verified"})
+        guess = await write({"key": "fact", "content": "b"})
+        await write({"key": "note", "content": "a", "category": "scratch"})
+        note = await write({"key": "note", "content": "b", "category": "scratch"})
+        daily = await write({"content": "today", "category": "daily"})
+    assert guess.outcomes[0].outcome == ["contested"]
+    assert guess.items[0].trust == "agent"
+    assert note.outcomes[0].outcome == ["updated"]
+    assert daily.items[0].expires_at is not None
+
+
 async def test_context_uses_redis_when_its_url_is_set(tmp_path: Path, redis_space: Any) -> None:
     config = tmp_path / "ditto.yaml"
     config.write_text(

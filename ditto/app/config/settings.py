@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ditto.app.config.policy_settings import MemoryPolicySettings
 from ditto.contracts.node_types import is_node_type
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 
@@ -250,6 +251,7 @@ class MemoryWorkerSettings(_Strict):
     track_usage: bool = True
     """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
     acl: MemoryAclSettings = MemoryAclSettings()
+    policy: MemoryPolicySettings = MemoryPolicySettings()
     audit: bool = False
     """Append every read and write decision (principal, node, record ids, decision, time) to
     the store's audit log."""

@@ -33,7 +33,7 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.contracts import WriteMode
-from workers.memory.model.planning import WriteGuard
+from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import Clock, utc_now
 from workers.memory.ports import CAPABILITIES, QueryPosition
 from workers.memory.retrieval.vectors import Vectors
@@ -74,8 +74,9 @@ class CrudOnlyStore(MemoryStore):
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
-        return await self.inner.write(drafts, mode, vectors, guard)
+        return await self.inner.write(drafts, mode, vectors, guard, rules)
 
     async def update(
         self,

@@ -66,6 +66,8 @@ def test_a_row_decodes_to_the_record_it_holds() -> None:
         valid_from=datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=UTC),
         valid_to=datetime(2026, 5, 6, 7, 8, 9, 11, tzinfo=UTC),
         expires_at=datetime(2027, 5, 6, 7, 8, 9, 12, tzinfo=UTC),
+        supersedes="r0",
+        contests="r2",
     )
     fresh = msgspec.structs.replace(
         every_field,
@@ -84,6 +86,8 @@ def test_a_row_decodes_to_the_record_it_holds() -> None:
         valid_from=None,
         valid_to=None,
         expires_at=None,
+        supersedes=None,
+        contests=None,
     )
     for item in (every_field, fresh):
         assert row_to_item(row_of(item)) == item

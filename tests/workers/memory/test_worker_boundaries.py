@@ -23,7 +23,7 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.contracts import WriteMode
-from workers.memory.model.planning import WriteGuard
+from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.ports import QueryPosition
 from workers.memory.retrieval.prompt_index import render_index
 from workers.memory.retrieval.recency import recency_search
@@ -45,8 +45,9 @@ class BrokenStore(CrudOnlyStore):
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
-        items = await super().write(drafts, mode, vectors, guard)
+        items = await super().write(drafts, mode, vectors, guard, rules)
         if self.mode == "raise":
             raise RuntimeError("connect failed: postgresql://admin:hunter2@db/prod")
         if self.mode == "dicts":

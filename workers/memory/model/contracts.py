@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from workers.memory.model.outcomes import Outcome, PolicyOverride, WriteOutcome
+
 __all__ = (
     "DEFAULT_CATEGORY",
     "DEFAULT_NAMESPACE",
@@ -33,6 +35,8 @@ __all__ = (
     "MemoryPatch",
     "OrderBy",
     "OrderField",
+    "Outcome",
+    "PolicyOverride",
     "QueryInput",
     "QueryOutput",
     "RecordStatus",
@@ -44,6 +48,7 @@ __all__ = (
     "Visibility",
     "WriteInput",
     "WriteMode",
+    "WriteOutcome",
     "WriteOutput",
 )
 
@@ -170,6 +175,10 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     """When it stopped being true (a superseded record); ``None``: still true."""
     expires_at: Timestamp | None = None
     """When it expires; ``None``: never."""
+    supersedes: NonEmpty | None = None
+    """The id of the record this one superseded (now ``superseded``), if any."""
+    contests: NonEmpty | None = None
+    """The id of the higher-trust record this ``contested`` one contradicts."""
 
 
 class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -177,7 +186,7 @@ class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
 
     id: NonEmpty
     version: Annotated[int, Meta(ge=1, le=2**63 - 1)]
-    change: Literal["create", "upsert", "update", "archive", "delete"]
+    change: Literal["create", "upsert", "update", "archive", "supersede", "delete"]
     at: Timestamp
     record: MemoryItem
 
@@ -325,6 +334,8 @@ class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
 class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     memories: Annotated[list[MemoryDraft], Meta(max_length=MAX_BATCH)]
     mode: WriteMode = "create"
+    policy: PolicyOverride | None = None
+    """This call's write-policy modes (see ``PolicyOverride``)."""
     idempotent: bool = False
     """Key the write by the call's ``ctx.idempotency_key``: each draft without a ``key`` gets
     ``~<digest of the idempotency key>:<position>``, so the same work written again — a task
@@ -336,6 +347,8 @@ class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
 class WriteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
     items: list[MemoryItem]
     """One record per draft, in draft order."""
+    outcomes: list[WriteOutcome] = msgspec.field(default_factory=list)
+    """One per draft, in draft order."""
 
 
 class UpdateInput(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -1,17 +1,17 @@
-"""Write planning every store shares: what a WRITE does to each key (insert, replace, replay),
-how a patch applies, and the history each change records. Stores do the I/O inside their
-transaction and call these to decide, so every backend behaves the same."""
+"""WRITE planning every store shares: what each draft does to its key (insert, replace,
+replay, supersede, or a record beside it, contested or quarantined) and the history each
+change records. Stores do the I/O inside their transaction and call these to decide, so every
+backend behaves the same (patches: :mod:`~workers.memory.model.patches`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
-from ditto.errors import ErrorCode
 from workers.memory.model.contracts import (
     HistoryEntry,
     MemoryDraft,
@@ -19,21 +19,20 @@ from workers.memory.model.contracts import (
     MemoryPatch,
     WriteMode,
 )
-from workers.memory.model.errors import MemoryStoreError, conflict, not_found
+from workers.memory.model.errors import MemoryStoreError, conflict
 from workers.memory.model.records import canonical_json, new_id
 
 __all__ = (
+    "NEW_RECORD",
+    "Action",
     "Change",
-    "UpdateStep",
     "WriteGuard",
+    "WriteRules",
     "WriteStep",
-    "apply_patch",
-    "change_of_patch",
-    "changes_text",
     "expiry_of",
     "history_entry",
+    "history_of",
     "new_item",
-    "plan_updates",
     "plan_writes",
 )
 
@@ -109,15 +108,61 @@ def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> M
     )
 
 
+Action = Literal["insert", "replace", "keep", "supersede", "contest", "quarantine"]
+"""What one draft of a WRITE did (see :func:`plan_writes`)."""
+NEW_RECORD: frozenset[Action] = frozenset({"insert", "supersede", "contest", "quarantine"})
+"""The actions that store a new record (a store inserts their ``item``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WriteStep:
-    """What one draft of a WRITE does: insert a new record, replace a stored one (upsert), or
-    keep a stored one unchanged (an idempotent replay)."""
+    """What one draft of a WRITE does: insert a new record, replace a stored one (upsert), keep
+    a stored one unchanged (an idempotent replay), supersede the key's record with a new one,
+    or store a new one beside it (contested or quarantined)."""
 
-    action: Literal["insert", "replace", "keep"]
+    action: Action
     item: MemoryItem
+    """The draft's record as stored (the new one, for ``supersede``)."""
     entry: HistoryEntry | None
     """The history entry the step records (``None`` for a replay, which changes nothing)."""
+    retired: MemoryItem | None = None
+    """``supersede``: the key's former record, now ``superseded`` (to store over it)."""
+    retired_entry: HistoryEntry | None = None
+    """``supersede``: its history entry."""
+
+
+@dataclass(slots=True)
+class WriteRules:
+    """How one WRITE call resolves its drafts under the write policy, and what it decided.
+
+    One per call: :func:`plan_writes` fills :attr:`decided`, which the worker reads once the
+    store has committed (a store that plans a batch again, after a failed group commit,
+    overwrites the same positions).
+    """
+
+    supersede: frozenset[int] = frozenset()
+    """Positions of drafts under an enforcing contradiction stage: a draft that changes its
+    key's record supersedes it when its trust ranks at least as high, else it is stored beside
+    it as ``contested``."""
+    observe: frozenset[int] = frozenset()
+    """Positions of drafts under an observing contradiction stage: written as without it, with
+    what enforcing would have done in :attr:`observed`."""
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    """Trust level -> rank, higher is more trusted."""
+    default_trust: str | None = None
+    """The level a record without one ranks as."""
+    quarantined: frozenset[int] = frozenset()
+    """Positions of drafts the safety stage holds for review: stored ``quarantined``, beside
+    whatever their key holds."""
+    decided: dict[int, tuple[Action, str | None]] = field(default_factory=dict)
+    """Position -> what the draft did and the record it concerns (the one it replays, replaces,
+    supersedes or contests; ``None`` for a plain insert)."""
+    observed: dict[int, Action] = field(default_factory=dict)
+    """Position -> what an enforcing contradiction stage would have done (``supersede`` or
+    ``contest``), for drafts in :attr:`observe`."""
+
+    def rank(self, trust: str | None) -> int:
+        return self.ranks.get(trust or self.default_trust or "", -1)
 
 
 class WriteGuard(Protocol):
@@ -138,9 +183,10 @@ class WriteGuard(Protocol):
 def plan_writes(
     drafts: Iterable[MemoryDraft],
     mode: WriteMode,
-    existing: Mapping[tuple[str, str], MemoryItem],
+    existing: Mapping[tuple[str, str], Sequence[MemoryItem]],
     now: datetime,
     guard: WriteGuard | None = None,
+    rules: WriteRules | None = None,
 ) -> list[WriteStep]:
     """Decide every draft of a batch against the records already stored under its key.
 
@@ -151,138 +197,154 @@ def plan_writes(
     (ownership never moves with a write), keeps ``pinned``, ``visibility``, ``trust``,
     ``valid_from`` and the expiry unless the draft sets them, and revives an archived record.
     A key whose record has expired takes a new one in either mode (the expired record is
-    replaced, as by an upsert). ``existing`` holds the *active* record of each key.
+    replaced, as by an upsert).
 
-    Raises:
-        MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode.
-    """
-    steps = []
-    for draft in drafts:
-        stored = existing.get((draft.namespace, draft.key)) if draft.key is not None else None
-        if stored is not None and guard is not None:
-            guard.check_write(stored, draft)  # replays too: they return the stored record
-        expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
-        if stored is None:
-            item = new_item(draft, now)
-            steps.append(WriteStep("insert", item, history_entry(item, "create", now)))
-        elif not expired and _replays(draft, stored):
-            steps.append(WriteStep("keep", stored, None))
-        elif mode == "create" and not expired:
-            raise conflict(
-                f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
-                "record; use mode='upsert' to replace it or MEMORY.UPDATE to change it"
-            )
-        else:
-            replaced = msgspec.structs.replace(
-                stored,
-                content=draft.content,
-                summary=draft.summary,
-                category=draft.category,
-                tags=list(draft.tags),
-                metadata=dict(draft.metadata),
-                source=draft.source,
-                updated_at=now,
-                version=stored.version + 1,
-                pinned=stored.pinned if draft.pinned is None else draft.pinned,
-                visibility=draft.visibility or stored.visibility,
-                archived_at=None,
-                trust=stored.trust if draft.trust is None else draft.trust,
-                principal=stored.principal if draft.principal is None else draft.principal,
-                valid_from=stored.valid_from if draft.valid_from is None else draft.valid_from,
-                # An expired record's expiry is over: the new one has the draft's, if any.
-                expires_at=stored.expires_at
-                if not expired and draft.ttl is None and draft.expires_at is None
-                else expiry_of(draft, now),
-            )
-            steps.append(WriteStep("replace", replaced, history_entry(replaced, "upsert", now)))
-    return steps
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateStep:
-    """One patch of an UPDATE: the record as it leaves it, and the history entry it records."""
-
-    item: MemoryItem
-    entry: HistoryEntry
-
-
-def plan_updates(
-    patches: Sequence[MemoryPatch],
-    stored: Mapping[str, MemoryItem],
-    now: datetime,
-    guard: WriteGuard | None = None,
-) -> list[UpdateStep]:
-    """Decide every patch of an UPDATE against the records as stored (looked up by id).
+    A draft in ``rules.supersede`` (either mode) that changes its key's live record never
+    overwrites it: with trust ranking at least the record's, the draft becomes a new active
+    record that ``supersedes`` it, and the old one is kept ``superseded`` with ``valid_to``;
+    with lower trust, the draft is stored ``contested`` beside it and the record stays as it
+    is (handbook §9: a verified fact is never replaced by a lower-trust write). A draft equal
+    to a contested record of its key replays that record.
 
     Args:
-        patches: The patches, ids unique.
-        stored: The stored records by id (those the patches name that exist).
-        now: The update's time.
-        guard: Checked on each stored record before its patch applies.
+        drafts: The batch, keys unique within it.
+        mode: ``create`` or ``upsert``.
+        existing: Every record stored under each key the batch names (any status).
+        now: The write's time.
+        guard: Checked on the key's active record before a draft lands on it.
+        rules: The write policy's rules for this call, which also receive the decisions.
 
     Raises:
-        MemoryStoreError: ``NOT_FOUND`` for the first id not in ``stored``; what
-            :func:`apply_patch` raises. Either way nothing is planned.
+        MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode
+            (unless the draft is in ``rules.supersede``).
     """
-    missing = [patch.id for patch in patches if patch.id not in stored]
-    if missing:
-        raise not_found(f"no record with id {missing[0]!r}")
     steps = []
-    for patch in patches:
-        item = apply_patch(stored[patch.id], patch, now, guard)
-        steps.append(UpdateStep(item, history_entry(item, change_of_patch(patch), now)))
+    for position, draft in enumerate(drafts):
+        sharing = existing.get((draft.namespace, draft.key), ()) if draft.key is not None else ()
+        stored = next((record for record in sharing if record.status == "active"), None)
+        if stored is not None and guard is not None:
+            guard.check_write(stored, draft)  # replays too: they return the stored record
+        step = _plan_one(position, draft, mode, stored, sharing, now, rules)
+        if rules is not None:
+            rules.decided[position] = (step.action, _related(step))
+        steps.append(step)
     return steps
 
 
-Change = Literal["create", "upsert", "update", "archive", "delete"]
+def history_of(steps: Iterable[WriteStep]) -> list[HistoryEntry]:
+    """The history entries a planned batch records, in order (a retired record's first)."""
+    entries: list[HistoryEntry] = []
+    for step in steps:
+        if step.retired_entry is not None:
+            entries.append(step.retired_entry)
+        if step.entry is not None:
+            entries.append(step.entry)
+    return entries
+
+
+def _related(step: WriteStep) -> str | None:
+    """The stored record a step concerns besides its own new one, if any."""
+    if step.action in ("keep", "replace"):
+        return step.item.id
+    if step.retired is not None:
+        return step.retired.id
+    return step.item.contests
+
+
+def _plan_one(
+    position: int,
+    draft: MemoryDraft,
+    mode: WriteMode,
+    stored: MemoryItem | None,
+    sharing: Sequence[MemoryItem],
+    now: datetime,
+    rules: WriteRules | None,
+) -> WriteStep:
+    if rules is not None and position in rules.quarantined:
+        for record in sharing:
+            if record.status == "quarantined" and _replays(draft, record):
+                return WriteStep("keep", record, None)
+        held = msgspec.structs.replace(new_item(draft, now), status="quarantined")
+        return WriteStep("quarantine", held, history_entry(held, "create", now))
+    expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
+    if stored is None:
+        item = new_item(draft, now)
+        return WriteStep("insert", item, history_entry(item, "create", now))
+    if not expired and _replays(draft, stored):
+        return WriteStep("keep", stored, None)
+    if rules is not None and not expired:
+        if position in rules.supersede:
+            return _supersede_or_contest(draft, stored, sharing, now, rules)
+        if position in rules.observe:
+            would = _supersede_or_contest(draft, stored, sharing, now, rules)
+            rules.observed[position] = "contest" if would.action == "keep" else would.action
+    if mode == "create" and not expired:
+        raise conflict(
+            f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "
+            "record; use mode='upsert' to replace it or MEMORY.UPDATE to change it"
+        )
+    replaced = msgspec.structs.replace(
+        stored,
+        content=draft.content,
+        summary=draft.summary,
+        category=draft.category,
+        tags=list(draft.tags),
+        metadata=dict(draft.metadata),
+        source=draft.source,
+        updated_at=now,
+        version=stored.version + 1,
+        pinned=stored.pinned if draft.pinned is None else draft.pinned,
+        visibility=draft.visibility or stored.visibility,
+        archived_at=None,
+        trust=stored.trust if draft.trust is None else draft.trust,
+        principal=stored.principal if draft.principal is None else draft.principal,
+        valid_from=stored.valid_from if draft.valid_from is None else draft.valid_from,
+        # An expired record's expiry is over: the new one has the draft's, if any.
+        expires_at=stored.expires_at
+        if not expired and draft.ttl is None and draft.expires_at is None
+        else expiry_of(draft, now),
+    )
+    return WriteStep("replace", replaced, history_entry(replaced, "upsert", now))
+
+
+def _supersede_or_contest(
+    draft: MemoryDraft,
+    stored: MemoryItem,
+    sharing: Sequence[MemoryItem],
+    now: datetime,
+    rules: WriteRules,
+) -> WriteStep:
+    # The new record inherits what the draft leaves unset, as an upsert would.
+    fresh = new_item(
+        msgspec.structs.replace(
+            draft,
+            pinned=stored.pinned if draft.pinned is None else draft.pinned,
+            visibility=draft.visibility or stored.visibility,
+            owner=draft.owner if draft.owner is not None else stored.owner,
+        ),
+        now,
+    )
+    if rules.rank(draft.trust) < rules.rank(stored.trust):
+        for record in sharing:
+            if record.status == "contested" and _replays(draft, record):
+                return WriteStep("keep", record, None)
+        contested = msgspec.structs.replace(fresh, status="contested", contests=stored.id)
+        return WriteStep("contest", contested, history_entry(contested, "create", now))
+    successor = msgspec.structs.replace(fresh, supersedes=stored.id)
+    retired = msgspec.structs.replace(
+        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
+    )
+    return WriteStep(
+        "supersede",
+        successor,
+        history_entry(successor, "create", now),
+        retired,
+        history_entry(retired, "supersede", now),
+    )
+
+
+Change = Literal["create", "upsert", "update", "archive", "supersede", "delete"]
 
 
 def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
     return HistoryEntry(item.id, item.version, change, at, item)
-
-
-_PATCH_FIELDS = ("content", "summary", "metadata", "tags", "category", "pinned", "visibility")
-
-
-def changes_text(patch: MemoryPatch) -> bool:
-    """Whether ``patch`` changes what is embedded for a record (its summary or content)."""
-    return patch.content is not msgspec.UNSET or patch.summary is not msgspec.UNSET
-
-
-def change_of_patch(patch: MemoryPatch) -> Change:
-    """The history change a patch records: ``archive`` when it archives, else ``update``."""
-    return "archive" if patch.archived is True else "update"
-
-
-def apply_patch(
-    item: MemoryItem, patch: MemoryPatch, now: datetime, guard: WriteGuard | None = None
-) -> MemoryItem:
-    """The record after ``patch``; supplied fields replace, others keep their value.
-
-    ``archived`` alone does not touch ``updated_at``: archiving is not an edit, and retention
-    measures inactivity from the last edit or use. Archiving an archived record keeps its first
-    ``archived_at``.
-
-    Raises:
-        MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale; what ``guard``
-            raises.
-    """
-    if guard is not None:
-        guard.check_update(item, patch)
-    if patch.expected_version is not None and patch.expected_version != item.version:
-        raise MemoryStoreError(
-            f"record {item.id} is at version {item.version}, not {patch.expected_version}",
-            code=ErrorCode.CONFLICT,
-        )
-    changes: dict[str, Any] = {"version": item.version + 1}
-    for name in _PATCH_FIELDS:
-        value = getattr(patch, name)
-        if value is not msgspec.UNSET:
-            changes[name] = value
-    if changes.keys() - {"version"}:
-        changes["updated_at"] = now
-    if patch.archived is True:
-        changes["archived_at"] = item.archived_at or now
-    elif patch.archived is False:
-        changes["archived_at"] = None
-    return msgspec.structs.replace(item, **changes)

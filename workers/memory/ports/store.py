@@ -23,7 +23,7 @@ from workers.memory.model.contracts import (
     OrderBy,
     WriteMode,
 )
-from workers.memory.model.planning import WriteGuard
+from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import to_micros
 
 if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
@@ -52,7 +52,7 @@ class MemoryStore(ABC):
     **Guards.** A ``guard`` (access control, retention) is consulted inside the write's
     transaction on the records as stored there — by
     :func:`~workers.memory.model.planning.plan_writes`,
-    :func:`~workers.memory.model.planning.plan_updates` and per record before a delete — so no
+    :func:`~workers.memory.model.patches.plan_updates` and per record before a delete — so no
     concurrent change slips between its check and the write. **Vectors**, for stores that are also a
     :class:`~workers.memory.ports.vectors.VectorStore`, are stored with the records in the same
     transaction; such a store refuses text changes without them and vectors of another model
@@ -123,15 +123,19 @@ class MemoryStore(ABC):
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
         """Store a batch in one transaction, as :func:`~workers.memory.model.planning.plan_writes`
-        decides each draft (insert, replace by key, or replay).
+        decides each draft (insert, replace by key, replay, supersede, or store beside the
+        key's record as contested or quarantined).
 
         Args:
             drafts: Validated drafts; keys are unique within the batch.
             mode: ``create`` (a changed record under a stored key is a conflict) or ``upsert``.
             vectors: One row per draft (stores that keep vectors).
             guard: Checked inside the transaction for every draft that lands on a stored key.
+            rules: The write policy's rules for the call, handed to ``plan_writes`` with every
+                record stored under each key (any status); it records the decisions.
 
         Returns:
             One record per draft, in order, as stored.
@@ -149,7 +153,7 @@ class MemoryStore(ABC):
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
         """Apply every patch in one transaction, as
-        :func:`~workers.memory.model.planning.plan_updates` decides.
+        :func:`~workers.memory.model.patches.plan_updates` decides.
 
         Args:
             patches: Validated patches; ids are unique within the call.

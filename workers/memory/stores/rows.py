@@ -3,7 +3,7 @@
     id, key, namespace, content, summary, category, tags, metadata, source,
     created_at, updated_at, version, usage_count, last_used_at,
     pinned, archived_at, owner, visibility,
-    trust, principal, status, valid_from, valid_to, expires_at
+    trust, principal, status, valid_from, valid_to, expires_at, supersedes, contests
 
 with JSON text for content, tags and metadata and integer microseconds for timestamps.
 """
@@ -56,7 +56,16 @@ RECORD_COLUMNS = (
 GOVERNANCE_COLUMNS = ("pinned", "archived_at", "owner", "visibility")
 """The columns after the usage counters, in the order above."""
 
-PROVENANCE_COLUMNS = ("trust", "principal", "status", "valid_from", "valid_to", "expires_at")
+PROVENANCE_COLUMNS = (
+    "trust",
+    "principal",
+    "status",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+    "supersedes",
+    "contests",
+)
 """The write policy's columns, last, in the order above."""
 
 ROW_FIELDS = (
@@ -145,6 +154,8 @@ def provenance_values(item: MemoryItem) -> tuple[Any, ...]:
         _micros(item.valid_from),
         _micros(item.valid_to),
         _micros(item.expires_at),
+        item.supersedes,
+        item.contests,
     )
 
 
@@ -185,6 +196,8 @@ def row_to_item(row: Any) -> MemoryItem:
             None if row[21] is None else from_micros(row[21]),
             None if row[22] is None else from_micros(row[22]),
             None if row[23] is None else from_micros(row[23]),
+            row[24],
+            row[25],
         )
     except (OverflowError, ValueError, msgspec.DecodeError) as exc:
         raise MemoryStoreError(

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from workers.memory.maintenance.retention import PeriodicHygiene
 from workers.memory.model.contracts import MemoryDraft, MemoryItem
 from workers.memory.model.records import Clock
+from workers.memory.policy.config import WritePolicy
 from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking
 from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.retrieval.vectors import Vectors, hash_text, vector_text
 from workers.memory.worker.access import AccessControl
+from workers.memory.worker.write_policy import WritePipeline
 
 __all__ = ("NodeBase",)
 
@@ -29,6 +31,7 @@ class NodeBase:
         clock: Clock,
         access: AccessControl,
         embedder: Embedder | None,
+        policy: WritePolicy | None = None,
     ) -> None:
         self.store = store
         self.search_provider = search
@@ -40,6 +43,7 @@ class NodeBase:
         self.hygiene: PeriodicHygiene | None = None
         self.embedder = embedder
         self.model = None if embedder is None else model_of(embedder)
+        self.pipeline = WritePipeline(policy or WritePolicy())
 
     def _start_hygiene(self) -> None:
         # The first call is the first place with a running event loop to run it on.

@@ -19,6 +19,7 @@ from ditto.errors import InvalidInputError
 from ditto.runtime.worker import WorkerDefinition, define_worker
 from workers.memory.maintenance.retention import PeriodicHygiene, RetentionPolicy
 from workers.memory.model.records import Clock, utc_now
+from workers.memory.policy.config import WritePolicy
 from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking, VectorStore
 from workers.memory.retrieval.embeddings.base import Embedder, model_of
 from workers.memory.retrieval.hybrid import SearchEngine, SearchSettings
@@ -60,6 +61,7 @@ def create_memory_worker(
     hygiene_interval_s: float | None = None,
     embedder: Embedder | None = None,
     search_settings: SearchSettings | None = None,
+    policy: WritePolicy | None = None,
 ) -> WorkerDefinition:
     """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``.
 
@@ -83,6 +85,8 @@ def create_memory_worker(
         embedder: Embeds every written record (in the write's transaction) and SEARCH queries,
             turning on the ``vector`` and ``hybrid`` strategies (``auto`` becomes hybrid).
         search_settings: Defaults of the hybrid strategy (fusion, weights, ``min_score``).
+        policy: The write policy (trust scale, stage modes, expiry per category); default:
+            every stage off, the default trust scale.
 
     Raises:
         InvalidInputError: A limit is not an integer from 1 to 10000, a hygiene interval
@@ -118,6 +122,7 @@ def create_memory_worker(
         clock,
         control,
         embedder,
+        policy,
     )
     hygiene = None
     if retention is not None and hygiene_interval_s is not None:

@@ -21,7 +21,7 @@ from workers.memory.model.contracts import (
     WriteOutput,
 )
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.model.planning import changes_text, plan_updates
+from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.records import now_from
 from workers.memory.model.validation import check_input
 from workers.memory.worker.boundary import check_items, off_contract
@@ -107,9 +107,12 @@ class WriteNodes(NodeBase):
             seen.add((draft.namespace, draft.key))
         if not request.memories:
             return WriteOutput([])
-        drafts = await self.access.stamp(ctx, request.memories)
+        prepared, rules = self.pipeline.prepare(request.memories, request.policy)
+        drafts = await self.access.stamp(ctx, prepared)
         vectors = await self._vectors(drafts)
-        writing = self.store.write(drafts, request.mode, vectors, self.access.guard(ctx))
+        writing = self.store.write(
+            drafts, request.mode, vectors, self.access.guard(ctx), rules=rules
+        )
         items = check_items(await self.access.audited(ctx, writing, []), "WRITE output")
         if len(items) != len(request.memories) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
@@ -117,7 +120,7 @@ class WriteNodes(NodeBase):
         ):
             raise off_contract("WRITE must return one record per draft, in order")
         await self.access.record_items(ctx, items)
-        return WriteOutput(items)
+        return WriteOutput(items, self.pipeline.outcomes(items, rules))
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
         self._start_hygiene()

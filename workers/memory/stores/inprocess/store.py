@@ -22,11 +22,12 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.errors import key_taken
 from workers.memory.model.filters import matches_filter
+from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.planning import (
     WriteGuard,
-    changes_text,
+    WriteRules,
     history_entry,
-    plan_updates,
+    history_of,
     plan_writes,
 )
 from workers.memory.model.records import now_from, order_key
@@ -131,19 +132,23 @@ class InProcessMemoryStore(
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
         self._check_vectors(vectors, needed=True)
-        keys = self._keys
         existing = {
-            (draft.namespace, draft.key): clone(self._items[keys[(draft.namespace, draft.key)]])
+            (draft.namespace, draft.key): [
+                clone(self._items[item_id])
+                for item_id in self._ids_with_key(draft.namespace, draft.key)
+            ]
             for draft in drafts
-            if draft.key is not None and (draft.namespace, draft.key) in keys
+            if draft.key is not None
         }
-        steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard)
+        steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard, rules)
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows([step.item for step in steps], vectors.hashes, skip=False)
-        entries = [step.entry for step in steps if step.entry is not None]
-        self._put_all([step.item for step in steps if step.entry is not None], entries)
+        retired = [step.retired for step in steps if step.retired is not None]
+        changed = [step.item for step in steps if step.entry is not None]
+        self._put_all([*retired, *changed], history_of(steps))
         if vectors is not None:
             self._store_vectors(vectors, [step.item for step in steps])
         return [clone(step.item) for step in steps]

@@ -161,7 +161,8 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             # key: superseded, contested and quarantined ones share it with the holder.
             f"ALTER TABLE {s}.memories ADD COLUMN trust text, ADD COLUMN principal text, "
             "ADD COLUMN status text NOT NULL DEFAULT 'active', ADD COLUMN valid_from bigint, "
-            "ADD COLUMN valid_to bigint, ADD COLUMN expires_at bigint",
+            "ADD COLUMN valid_to bigint, ADD COLUMN expires_at bigint, "
+            "ADD COLUMN supersedes text, ADD COLUMN contests text",
             f"DROP INDEX {s}.memories_namespace_key",
             f"CREATE UNIQUE INDEX memories_namespace_key ON {s}.memories (namespace, key) "
             "WHERE key IS NOT NULL AND status = 'active'",

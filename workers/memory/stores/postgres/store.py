@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
-from workers.memory.model.planning import WriteGuard, changes_text
+from workers.memory.model.patches import changes_text
+from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import now_from
 from workers.memory.ports import (
     AuditLog,
@@ -95,13 +96,14 @@ class PostgresMemoryStore(
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
         now = now_from(self._clock)
         return await self._changing(
             vectors,
             True,
             lambda connection: write_batch(
-                connection, self.schema, self._s, drafts, mode, now, guard
+                connection, self.schema, self._s, drafts, mode, now, guard, rules
             ),
         )
 

@@ -11,7 +11,15 @@ import asyncpg
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
 from workers.memory.model.errors import conflict
-from workers.memory.model.planning import WriteGuard, history_entry, plan_updates, plan_writes
+from workers.memory.model.patches import plan_updates
+from workers.memory.model.planning import (
+    NEW_RECORD,
+    WriteGuard,
+    WriteRules,
+    history_entry,
+    history_of,
+    plan_writes,
+)
 from workers.memory.model.records import to_micros
 from workers.memory.stores.postgres import logs
 from workers.memory.stores.postgres.schema import lock_id
@@ -32,11 +40,12 @@ async def write_batch(
     mode: WriteMode,
     now: datetime,
     guard: WriteGuard | None,
+    rules: WriteRules | None = None,
 ) -> list[MemoryItem]:
     """WRITE: lock each key (sorted, so no deadlock), read what the keys hold, then insert,
     replace or replay as :func:`~workers.memory.model.planning.plan_writes` decides."""
     keyed = sorted({(d.namespace, d.key) for d in drafts if d.key is not None})
-    existing: dict[tuple[str, str], MemoryItem] = {}
+    existing: dict[tuple[str, str], list[MemoryItem]] = {}
     if keyed:
         # Concurrent writers of one key serialise here instead of failing on the unique index.
         await connection.execute(
@@ -48,15 +57,18 @@ async def write_batch(
         rows = await connection.fetch(
             f"SELECT {columns()} FROM {records(s)} JOIN unnest($1::text[], $2::text[]) "
             "AS wanted(namespace, key) ON m.namespace = wanted.namespace "
-            "AND m.key = wanted.key WHERE m.status = 'active' FOR UPDATE OF m",
+            "AND m.key = wanted.key FOR UPDATE OF m",
             [namespace for namespace, _ in keyed],
             [key for _, key in keyed],
         )
         for row in rows:
             item = row_to_item(row)
-            existing[(item.namespace, item.key or "")] = item
-    steps = plan_writes(drafts, mode, existing, now, guard)
-    inserts = [item_values(step.item) for step in steps if step.action == "insert"]
+            existing.setdefault((item.namespace, item.key or ""), []).append(item)
+    steps = plan_writes(drafts, mode, existing, now, guard, rules)
+    for step in steps:
+        if step.retired is not None:  # before the insert: it gives the key up
+            await _replace(connection, s, step.retired)
+    inserts = [item_values(step.item) for step in steps if step.action in NEW_RECORD]
     if inserts:
         await connection.copy_records_to_table(
             "memories", schema_name=schema, columns=list(STORED_COLUMNS), records=inserts
@@ -64,7 +76,7 @@ async def write_batch(
     for step in steps:
         if step.action == "replace":
             await _replace(connection, s, step.item)
-    await logs.append_history(connection, s, [step.entry for step in steps if step.entry])
+    await logs.append_history(connection, s, history_of(steps))
     return [step.item for step in steps]
 
 

@@ -125,6 +125,8 @@ _V6 = (
     "ALTER TABLE memories ADD COLUMN valid_from INTEGER",
     "ALTER TABLE memories ADD COLUMN valid_to INTEGER",
     "ALTER TABLE memories ADD COLUMN expires_at INTEGER",
+    "ALTER TABLE memories ADD COLUMN supersedes TEXT",
+    "ALTER TABLE memories ADD COLUMN contests TEXT",
     "DROP INDEX memories_namespace_key",
     "CREATE UNIQUE INDEX memories_namespace_key ON memories(namespace, key) "
     "WHERE key IS NOT NULL AND status = 'active'",

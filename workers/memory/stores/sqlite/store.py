@@ -35,7 +35,7 @@ from workers.memory.model.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.model.planning import WriteGuard
+from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import Clock, now_from, to_micros, utc_now
 from workers.memory.ports import (
     AuditEvent,
@@ -245,9 +245,12 @@ class SqliteMemoryStore(
         mode: WriteMode,
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
         now = now_from(self._clock)
-        return await self._threads.write(write_batch, list(drafts), mode, now, vectors, guard)
+        return await self._threads.write(
+            write_batch, list(drafts), mode, now, vectors, guard, rules
+        )
 
     async def update(
         self,

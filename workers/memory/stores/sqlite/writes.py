@@ -16,11 +16,13 @@ from workers.memory.model.contracts import (
     WriteMode,
 )
 from workers.memory.model.errors import key_taken
+from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.planning import (
+    NEW_RECORD,
     WriteGuard,
-    changes_text,
+    WriteRules,
     history_entry,
-    plan_updates,
+    history_of,
     plan_writes,
 )
 from workers.memory.retrieval.vectors import Vectors
@@ -37,7 +39,6 @@ from workers.memory.stores.sqlite.sql import (
 )
 
 __all__ = (
-    "ACTIVE_BY_KEY",
     "BY_ID",
     "BY_KEY",
     "delete_batch",
@@ -48,15 +49,13 @@ __all__ = (
 
 BY_ID = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
 BY_KEY = f"SELECT {COLUMNS} FROM memories m WHERE m.key IN ({{marks}}) AND m.namespace = ?"
-ACTIVE_BY_KEY = BY_KEY + " AND m.status = 'active'"
-"""The records that hold their keys (what a write lands on)."""
 _INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * len(ROW_FIELDS))})"
 _INSERT_FTS = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
 _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
     "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
     "visibility = ?, trust = ?, principal = ?, status = ?, valid_from = ?, valid_to = ?, "
-    "expires_at = ? WHERE id = ? RETURNING seq"
+    "expires_at = ?, supersedes = ?, contests = ? WHERE id = ? RETURNING seq"
 )
 
 
@@ -67,19 +66,23 @@ def write_batch(
     now: datetime,
     vectors: Vectors | None,
     guard: WriteGuard | None,
+    rules: WriteRules | None = None,
 ) -> list[MemoryItem]:
     sqlite_vectors.require_vectors(connection, vectors, needed=True)
     by_namespace: dict[str, list[str]] = {}
     for draft in drafts:
         if draft.key is not None:
             by_namespace.setdefault(draft.namespace, []).append(draft.key)
-    existing: dict[tuple[str, str], MemoryItem] = {}
+    existing: dict[tuple[str, str], list[MemoryItem]] = {}
     for namespace, keys in by_namespace.items():
-        for row in rows_for_ids(connection, ACTIVE_BY_KEY, keys, [namespace]):
+        for row in rows_for_ids(connection, BY_KEY, keys, [namespace]):
             item = row_to_item(row)
-            existing[(item.namespace, item.key or "")] = item
-    steps = plan_writes(drafts, mode, existing, now, guard)
-    inserts = [step.item for step in steps if step.action == "insert"]
+            existing.setdefault((item.namespace, item.key or ""), []).append(item)
+    steps = plan_writes(drafts, mode, existing, now, guard, rules)
+    for step in steps:
+        if step.retired is not None:  # before the insert: it gives the key up
+            _replace(connection, step.retired)
+    inserts = [step.item for step in steps if step.action in NEW_RECORD]
     if inserts:
         connection.executemany(_INSERT, [item_row(item) for item in inserts])
         first_seq = connection.execute("SELECT last_insert_rowid()").fetchone()[0]
@@ -93,7 +96,7 @@ def write_batch(
     for step in steps:
         if step.action == "replace":
             _replace(connection, step.item)
-    logs.append_history(connection, [step.entry for step in steps if step.entry])
+    logs.append_history(connection, history_of(steps))
     if vectors is not None:
         sqlite_vectors.store_vectors(connection, vectors, [step.item for step in steps])
     return [step.item for step in steps]

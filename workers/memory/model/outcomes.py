@@ -1,0 +1,48 @@
+"""The write policy's wire types: what a write did with each draft, and a call's own policy
+modes (re-exported by :mod:`~workers.memory.model.contracts`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ("Outcome", "PolicyMode", "PolicyOverride", "WriteOutcome")
+
+
+class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=False):
+    pass
+
+
+Outcome = Literal[
+    "created", "updated", "deduplicated", "superseded", "contested", "quarantined", "redacted"
+]
+"""What a write did with one draft."""
+PolicyMode = Literal["off", "observe", "enforce"]
+
+
+class PolicyOverride(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """One call's write-policy modes, over the configured ones (``None`` keeps them). The
+    safety stage may only be made stricter by a call."""
+
+    safety: PolicyMode | None = None
+    dedupe: PolicyMode | None = None
+    contradiction: PolicyMode | None = None
+
+
+class WriteOutcome(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """What the write did with one draft, and the records involved."""
+
+    outcome: list[Outcome]
+    """``created`` (a new record), ``updated`` (the key's record replaced in place),
+    ``deduplicated`` (an equal record already stood: it is returned), ``superseded`` (a new
+    record replaced the key's record, which is kept ``superseded``), ``contested`` (stored
+    beside a higher-trust record it contradicts), ``quarantined`` (held for review), and
+    ``redacted`` beside any of them."""
+    duplicate_of: str | None = None
+    supersedes: str | None = None
+    contests: str | None = None
+    safety: dict[str, int] = msgspec.field(default_factory=dict)
+    """What the safety stage found: kinds and counts, never the values."""
+    observed: list[Outcome] = msgspec.field(default_factory=list)
+    """What stages in ``observe`` mode would have done (nothing of it was done)."""
