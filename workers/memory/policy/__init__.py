@@ -1,0 +1,1 @@
+"""The MEMORY write policy: pure stages the worker runs before a write reaches the store."""

@@ -1,0 +1,240 @@
+"""How a newer memory text relates to an older one about (probably) the same subject: the same
+fact, a contradiction, a compatible update, or something else. Cheap explainable rules, no LLM.
+
+The worker calls :func:`classify` on the candidates :class:`.similarity.CandidateIndex` found,
+and :func:`classify_values` when a write names a key that already holds a value.
+
+The rules, in order (thresholds chosen on the dev split of ``bench/data/write_policy``):
+
+1. Equal normalised text, or the same terms in nearly the same order
+   (:func:`.similarity.is_near_duplicate`): ``duplicate``.
+2. Align the canonical terms (:mod:`.text_norm`) with ``difflib.SequenceMatcher``. Fewer than
+   :data:`MIN_SHARED` aligned terms, or aligned terms below :data:`MIN_OVERLAP` of the longer
+   text: ``unrelated`` (not the same subject).
+3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
+4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
+   ``preference_changed``.
+5. A replaced span with a date (ISO, d/m/y, times, month and day names, years) on both sides:
+   ``date_changed``; with a number on both sides (or a replaced unit after the same number):
+   ``number_changed``.
+6. A replaced span of content words: before the first aligned content word it is the subject
+   that changed (``unrelated``, ``subject_changed``); the same terms in another order swap
+   roles (``unrelated``, ``roles_swapped``); otherwise the same attribute has a new object:
+   ``contradiction``, ``object_changed``.
+7. Only insertions (or only deletions) of content: ``compatible`` (``added_detail`` /
+   ``removed_detail``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from enum import StrEnum
+
+from .similarity import is_near_duplicate, same_terms
+from .text_norm import TermKind, kind, terms
+
+__all__ = (
+    "MIN_OVERLAP",
+    "MIN_SHARED",
+    "Reason",
+    "Relation",
+    "Verdict",
+    "classify",
+    "classify_values",
+)
+
+MIN_SHARED = 2
+"""Aligned terms two texts need to be about the same subject."""
+MIN_OVERLAP = 0.5
+"""Aligned terms over the longer text's terms needed to be about the same subject (dev-tuned)."""
+
+
+class Relation(StrEnum):
+    """How the newer text relates to the older one."""
+
+    DUPLICATE = "duplicate"
+    CONTRADICTION = "contradiction"
+    COMPATIBLE = "compatible"
+    UNRELATED = "unrelated"
+
+
+class Reason(StrEnum):
+    """Why, in one word a person (and the write report) can read."""
+
+    SAME_TEXT = "same_text"
+    PARAPHRASE = "paraphrase"
+    NUMBER_CHANGED = "number_changed"
+    DATE_CHANGED = "date_changed"
+    NEGATION = "negation"
+    OBJECT_CHANGED = "object_changed"
+    PREFERENCE_CHANGED = "preference_changed"
+    ADDED_DETAIL = "added_detail"
+    REMOVED_DETAIL = "removed_detail"
+    SUBJECT_CHANGED = "subject_changed"
+    ROLES_SWAPPED = "roles_swapped"
+    LOW_OVERLAP = "low_overlap"
+    VALUE_CHANGED = "value_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The relation, its reason, and the canonical terms that differ (old side, new side)."""
+
+    relation: Relation
+    reason: Reason
+    old_terms: tuple[str, ...] = ()
+    """Terms of the older text that the newer one replaced or dropped."""
+    new_terms: tuple[str, ...] = ()
+    """Terms of the newer text that replace or add to the older one."""
+
+
+_NO_DIFF: tuple[str, ...] = ()
+_CONTENT = frozenset({TermKind.WORD, TermKind.NUMBER, TermKind.DATE})
+
+
+def _negated(found: Sequence[str]) -> bool:
+    return any(kind(t) is TermKind.NEGATION for t in found)
+
+
+def _of_kind(found: Sequence[str], *kinds: TermKind) -> tuple[str, ...]:
+    return tuple(t for t in found if kind(t) in kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    after_number: bool
+    """Both sides follow the same number: the unit (or what is counted) changed."""
+    before_anchor: bool
+    """No aligned content word precedes it: it stands where the subject does."""
+
+
+def _spans(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[int, list[_Span]]:
+    """Aligned term count and the differing spans of two term sequences."""
+    matcher = SequenceMatcher(None, old, new, autojunk=False)
+    shared = 0
+    anchored = False
+    spans: list[_Span] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            shared += i2 - i1
+            anchored = anchored or any(kind(t) in _CONTENT for t in old[i1:i2])
+            continue
+        after_number = i1 > 0 and j1 > 0 and kind(old[i1 - 1]) is TermKind.NUMBER
+        spans.append(_Span(old[i1:i2], new[j1:j2], after_number, not anchored))
+    return shared, spans
+
+
+def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
+    for span in spans:
+        old_kinds = {kind(t) for t in span.old}
+        new_kinds = {kind(t) for t in span.new}
+        if (TermKind.PREFER in old_kinds and TermKind.AVOID in new_kinds) or (
+            TermKind.AVOID in old_kinds and TermKind.PREFER in new_kinds
+        ):
+            return span
+    return None
+
+
+def classify(old: str, new: str) -> Verdict:
+    """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
+
+    Args:
+        old: The stored text.
+        new: The incoming text.
+
+    Returns:
+        The verdict: relation, reason and the differing terms.
+    """
+    a, b = terms(old), terms(new)
+    if a == b:
+        return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    shared, spans = _spans(a, b)
+    if shared < MIN_SHARED or shared < MIN_OVERLAP * max(len(a), len(b)):
+        return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
+    if same_terms(a, b):
+        if is_near_duplicate(old, new):
+            return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
+        return Verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED)
+    old_diff = tuple(t for s in spans for t in s.old)
+    new_diff = tuple(t for s in spans for t in s.new)
+    if _negated(a) != _negated(b):
+        return Verdict(
+            Relation.CONTRADICTION,
+            Reason.NEGATION,
+            _of_kind(old_diff, TermKind.NEGATION),
+            _of_kind(new_diff, TermKind.NEGATION),
+        )
+    flip = _preference_flip(spans)
+    if flip is not None:
+        return Verdict(Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED, flip.old, flip.new)
+    replaced = [s for s in spans if s.old and s.new]
+    for wanted, reason in (
+        (TermKind.DATE, Reason.DATE_CHANGED),
+        (TermKind.NUMBER, Reason.NUMBER_CHANGED),
+    ):
+        hits = [s for s in replaced if _of_kind(s.old, wanted) and _of_kind(s.new, wanted)]
+        if hits:
+            return Verdict(
+                Relation.CONTRADICTION,
+                reason,
+                tuple(t for s in hits for t in s.old),
+                tuple(t for s in hits for t in s.new),
+            )
+    units = [s for s in replaced if s.after_number]
+    if units:
+        return Verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[0].old, units[0].new)
+    content = [s for s in replaced if _of_kind(s.old, *_CONTENT) and _of_kind(s.new, *_CONTENT)]
+    if content:
+        first = content[0]
+        moved = set(first.new) <= set(a) and set(first.old) <= set(b)
+        if moved:
+            return Verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, first.old, first.new)
+        if first.before_anchor:
+            return Verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, first.old, first.new)
+        return Verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, first.old, first.new)
+    if any(_of_kind(s.new, *_CONTENT) for s in spans):
+        return Verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, old_diff, new_diff)
+    if any(_of_kind(s.old, *_CONTENT) for s in spans):
+        return Verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, old_diff, new_diff)
+    # Only function words differ ("was" -> "is", "in" -> "at"): the same fact, a new wording.
+    return Verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, old_diff, new_diff)
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def classify_values(old: object, new: object) -> Verdict:
+    """How a new value for a key relates to the value the key holds: the key path.
+
+    The key already says the subject is the same, so there is no ``unrelated``: values that do
+    not state the same fact and do not only add detail contradict each other.
+
+    Args:
+        old: The stored value (text or any JSON value).
+        new: The incoming value.
+
+    Returns:
+        ``duplicate``, ``compatible`` or ``contradiction`` with its reason.
+    """
+    if old == new:
+        return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    old_text, new_text = _as_text(old), _as_text(new)
+    verdict = classify(old_text, new_text)
+    if verdict.relation is Relation.UNRELATED:
+        reason = (
+            Reason.OBJECT_CHANGED
+            if verdict.reason is Reason.SUBJECT_CHANGED
+            else Reason.VALUE_CHANGED
+        )
+        return Verdict(Relation.CONTRADICTION, reason, terms(old_text), terms(new_text))
+    if verdict.relation is Relation.COMPATIBLE and verdict.reason is Reason.PARAPHRASE:
+        return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE, verdict.old_terms, verdict.new_terms)
+    return verdict

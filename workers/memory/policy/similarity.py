@@ -1,0 +1,306 @@
+"""Dedupe for MEMORY writes: an exact hash, a MinHash signature with LSH candidates, and the
+near-duplicate decision, in pure Python.
+
+What a store keeps per record: :func:`exact_hash` (32 hex characters, an indexed column: exact
+dedupe is one lookup) and :func:`signature` (``Signature.to_bytes()``, 129 bytes, or
+``to_str()``, 172 characters), from which :class:`CandidateIndex` is rebuilt for a namespace's
+recent records. A candidate is then confirmed on the two texts by :func:`is_near_duplicate`.
+
+Choices, measured on the dev split of ``bench/data/write_policy`` (``bench/write_policy_pairs.py``):
+
+- Shingles are the canonical terms of :mod:`.text_norm` and their adjacent pairs (k = 1 and 2
+  together). Memory texts are short: with k = 2 alone one changed word in a six-word sentence
+  drops the Jaccard below 0.5, with k = 1 alone word order is lost ("Bob owes Alice" = "Alice
+  owes Bob"). Together they keep both.
+- MinHash is *one-permutation hashing* (Li, Owen, Zhang 2012) with optimal densification
+  (Shrivastava 2017): each shingle is hashed once, its top bits choose one of 32 bins, a bin
+  keeps its minimum, and an empty bin borrows a filled one along a fixed probe sequence. It is
+  an unbiased MinHash estimator at one hash per shingle; 32 classic permutations cost 32
+  multiply-and-min passes per shingle, about 10x slower in CPython.
+- LSH: 16 bands of 2 bins. Contradiction candidates ("lives in Berlin" / "lives in Paris") sit
+  near Jaccard 0.5; 16x2 finds a pair at J = 0.5 with probability 0.99 and one at J = 0.1 with
+  0.15 (the exact check discards those).
+- No Python ``hash()`` (salted per process) and no unseeded randomness: a signature is the same
+  on every run and machine, so it can be stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+import struct
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .text_norm import normalise, shingles, terms
+
+__all__ = (
+    "BANDS",
+    "BINS",
+    "NEAR_DUPLICATE_COSINE",
+    "NEAR_DUPLICATE_JACCARD",
+    "CandidateIndex",
+    "Signature",
+    "estimate_similarity",
+    "exact_hash",
+    "is_near_duplicate",
+    "jaccard",
+    "same_terms",
+    "signature",
+)
+
+BINS = 32
+"""MinHash values per signature (one-permutation bins)."""
+BANDS = 16
+"""LSH bands; each holds ``BINS // BANDS`` values."""
+NEAR_DUPLICATE_JACCARD = 0.6
+"""Shingle Jaccard at or above which two texts with the same terms are one fact (dev-tuned)."""
+NEAR_DUPLICATE_COSINE = 0.9
+"""Embedding cosine a near duplicate must also reach when the caller has one (not tuned here:
+the benchmark runs without an embedder; 0.9 is a conservative sentence-embedding bar)."""
+
+_MASK = (1 << 64) - 1
+_SHIFT = 64 - (BINS - 1).bit_length()
+_MIX_A = 0x9E3779B97F4A7C15
+_MIX_B = 0xC2B2AE3D27D4EB4F
+_EMPTY = 1 << 32
+_VERSION = 1
+_FORMAT = struct.Struct(f"<B{BINS}I")
+_ROWS = BINS // BANDS
+
+
+def _probes() -> tuple[tuple[int, ...], ...]:
+    """For each bin, a fixed order of bins to borrow from when it is empty (densification)."""
+    rng = random.Random(0x25D17)  # a constant seed: signatures must never change between runs
+    return tuple(tuple(rng.randrange(BINS) for _ in range(4 * BINS)) for _ in range(BINS))
+
+
+_PROBES = _probes()
+
+
+@lru_cache(maxsize=65536)
+def _term_hash(found: str) -> int:
+    return int.from_bytes(hashlib.blake2b(found.encode(), digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """A MinHash signature of one text: ``BINS`` 32-bit values.
+
+    Serialise with :meth:`to_bytes` / :meth:`to_str`; both carry a format version byte.
+    """
+
+    values: tuple[int, ...]
+    """The densified bin minima, ``BINS`` of them."""
+
+    def to_bytes(self) -> bytes:
+        """The compact binary form (1 + 4 * ``BINS`` bytes)."""
+        return _FORMAT.pack(_VERSION, *self.values)
+
+    def to_str(self) -> str:
+        """The binary form as URL-safe base64, for a text column or JSON."""
+        return base64.urlsafe_b64encode(self.to_bytes()).decode("ascii")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Signature:
+        """Read :meth:`to_bytes` back.
+
+        Raises:
+            ValueError: ``data`` is not a signature of this format version.
+        """
+        if len(data) != _FORMAT.size or data[0] != _VERSION:
+            raise ValueError("not a version-1 MinHash signature")
+        return cls(_FORMAT.unpack(data)[1:])
+
+    @classmethod
+    def from_str(cls, text: str) -> Signature:
+        """Read :meth:`to_str` back.
+
+        Raises:
+            ValueError: ``text`` is not a signature of this format version.
+        """
+        return cls.from_bytes(base64.urlsafe_b64decode(text.encode("ascii")))
+
+
+def exact_hash(text: str) -> str:
+    """A stable hex digest of the normalised text: equal for case/space/punctuation variants.
+
+    Args:
+        text: The record's text.
+
+    Returns:
+        32 hex characters (BLAKE2b, 128 bits), to keep in an indexed column.
+    """
+    return hashlib.blake2b(normalise(text).encode(), digest_size=16).hexdigest()
+
+
+def _hashes(found: Sequence[str]) -> list[int]:
+    """One 64-bit hash per shingle; a pair's hash mixes its terms' (no string building)."""
+    single = [_term_hash(t) for t in found]
+    pairs = [((a * _MIX_A) ^ b) * _MIX_B & _MASK for a, b in zip(single, single[1:], strict=False)]
+    # Repeated shingles must count once, as in the set the exact Jaccard is taken over.
+    return list({*single, *pairs})
+
+
+def signature(text: str) -> Signature:
+    """The MinHash signature of ``text`` (see the module notes for the scheme).
+
+    Args:
+        text: The record's text.
+
+    Returns:
+        Its signature; the empty text has all bins empty (similar only to itself).
+    """
+    bins = [_EMPTY] * BINS
+    for value in _hashes(terms(text)):
+        slot = value >> _SHIFT
+        low = value & 0xFFFFFFFF
+        if low < bins[slot]:
+            bins[slot] = low
+    if _EMPTY in bins and any(v != _EMPTY for v in bins):
+        filled = bins[:]
+        for slot in range(BINS):
+            if filled[slot] == _EMPTY:
+                bins[slot] = next(
+                    (filled[p] for p in _PROBES[slot] if filled[p] != _EMPTY),
+                    next(v for v in filled if v != _EMPTY),
+                )
+    else:
+        bins = [v & 0xFFFFFFFF for v in bins]
+    return Signature(tuple(bins))
+
+
+def estimate_similarity(a: Signature, b: Signature) -> float:
+    """The estimated shingle Jaccard of two texts: the share of equal bins.
+
+    Args:
+        a: One signature.
+        b: The other.
+
+    Returns:
+        A value in [0, 1].
+    """
+    return sum(x == y for x, y in zip(a.values, b.values, strict=True)) / BINS
+
+
+def jaccard(a: str, b: str) -> float:
+    """The exact shingle Jaccard of two texts (terms and term pairs, see :mod:`.text_norm`).
+
+    Args:
+        a: One text.
+        b: The other.
+
+    Returns:
+        A value in [0, 1]; two texts without terms are 1.0 apart from nothing, i.e. equal.
+    """
+    sa, sb = shingles(terms(a)), shingles(terms(b))
+    union = len(sa | sb)
+    return len(sa & sb) / union if union else 1.0
+
+
+def same_terms(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two term sequences hold the same terms the same number of times."""
+    return sorted(a) == sorted(b)
+
+
+def is_near_duplicate(
+    a: str,
+    b: str,
+    *,
+    cosine: float | None = None,
+    min_jaccard: float = NEAR_DUPLICATE_JACCARD,
+    min_cosine: float = NEAR_DUPLICATE_COSINE,
+) -> bool:
+    """Whether ``b`` states the same fact as ``a`` in (nearly) the same words.
+
+    True when the two texts have the same canonical terms (fillers, spelling, inflection and
+    the synonym lexicon folded: so a differing number, date, negation or object is never a
+    duplicate), their shingle Jaccard reaches ``min_jaccard`` (word order mostly kept), and,
+    if the caller has an embedding cosine, it reaches ``min_cosine``.
+
+    Args:
+        a: The stored text.
+        b: The incoming text.
+        cosine: The embedding cosine of the two texts, when an embedder is configured.
+        min_jaccard: The shingle Jaccard bar.
+        min_cosine: The cosine bar.
+
+    Returns:
+        Whether ``b`` is a duplicate of ``a``.
+    """
+    ta, tb = terms(a), terms(b)
+    if ta == tb:
+        return cosine is None or cosine >= min_cosine
+    if not same_terms(ta, tb):
+        return False
+    if cosine is not None and cosine < min_cosine:
+        return False
+    sa, sb = shingles(ta), shingles(tb)
+    return len(sa & sb) / len(sa | sb) >= min_jaccard
+
+
+class CandidateIndex:
+    """LSH buckets over the signatures of a namespace's recent records.
+
+    Not thread-safe; one per namespace, rebuilt from stored signatures. With ``max_records``
+    the oldest record is dropped when a new one would exceed it.
+
+    Args:
+        max_records: How many records to keep (None: no limit).
+    """
+
+    def __init__(self, max_records: int | None = None) -> None:
+        self._max = max_records
+        self._signatures: dict[Hashable, Signature] = {}
+        self._buckets: dict[tuple[int, tuple[int, ...]], set[Hashable]] = {}
+
+    def __len__(self) -> int:
+        return len(self._signatures)
+
+    @staticmethod
+    def _keys(sig: Signature) -> Iterable[tuple[int, tuple[int, ...]]]:
+        values = sig.values
+        return ((band, values[band * _ROWS : band * _ROWS + _ROWS]) for band in range(BANDS))
+
+    def add(self, record_id: Hashable, sig: Signature) -> None:
+        """Index ``record_id`` under ``sig`` (replacing an earlier signature of it)."""
+        self.remove(record_id)
+        if self._max is not None and len(self._signatures) >= self._max:
+            self.remove(next(iter(self._signatures)))
+        self._signatures[record_id] = sig
+        for key in self._keys(sig):
+            self._buckets.setdefault(key, set()).add(record_id)
+
+    def remove(self, record_id: Hashable) -> None:
+        """Forget ``record_id``; unknown ids are ignored."""
+        sig = self._signatures.pop(record_id, None)
+        if sig is None:
+            return
+        for key in self._keys(sig):
+            bucket = self._buckets[key]
+            bucket.discard(record_id)
+            if not bucket:
+                del self._buckets[key]
+
+    def candidates(self, sig: Signature, *, min_similarity: float = 0.0) -> list[Hashable]:
+        """Records sharing an LSH band with ``sig``, most similar (estimated) first.
+
+        Args:
+            sig: The incoming text's signature.
+            min_similarity: Drop candidates whose estimated Jaccard is below this.
+
+        Returns:
+            Record ids; confirm each on the texts (:func:`is_near_duplicate`, ``classify``).
+        """
+        found: set[Hashable] = set()
+        for key in self._keys(sig):
+            found |= self._buckets.get(key, set())
+        scored = [(estimate_similarity(sig, self._signatures[i]), i) for i in found]
+        ranked = sorted(
+            (pair for pair in scored if pair[0] >= min_similarity),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        return [record_id for _, record_id in ranked]
