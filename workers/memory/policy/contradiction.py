@@ -28,13 +28,13 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
 
 from .similarity import is_near_duplicate, same_terms
-from .text_norm import TermKind, kind, terms
+from .text_norm import TermKind, kind, terms_and_words
 
 __all__ = (
     "MIN_OVERLAP",
@@ -81,14 +81,14 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The relation, its reason, and the canonical terms that differ (old side, new side)."""
+    """The relation, its reason, and the words that differ (old side, new side)."""
 
     relation: Relation
     reason: Reason
-    old_terms: tuple[str, ...] = ()
-    """Terms of the older text that the newer one replaced or dropped."""
-    new_terms: tuple[str, ...] = ()
-    """Terms of the newer text that replace or add to the older one."""
+    old_span: tuple[str, ...] = ()
+    """Normalised words of the older text that the newer one replaced or dropped."""
+    new_span: tuple[str, ...] = ()
+    """Normalised words of the newer text that replace or add to the older one."""
 
 
 _NO_DIFF: tuple[str, ...] = ()
@@ -99,21 +99,25 @@ def _negated(found: Sequence[str]) -> bool:
     return any(kind(t) is TermKind.NEGATION for t in found)
 
 
-def _of_kind(found: Sequence[str], *kinds: TermKind) -> tuple[str, ...]:
-    return tuple(t for t in found if kind(t) in kinds)
+def _has(found: Sequence[str], *kinds: TermKind) -> bool:
+    return any(kind(t) in kinds for t in found)
 
 
 @dataclass(frozen=True, slots=True)
 class _Span:
     old: tuple[str, ...]
     new: tuple[str, ...]
+    old_words: tuple[str, ...]
+    new_words: tuple[str, ...]
     after_number: bool
     """Both sides follow the same number: the unit (or what is counted) changed."""
     before_anchor: bool
     """No aligned content word precedes it: it stands where the subject does."""
 
 
-def _spans(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[int, list[_Span]]:
+def _spans(
+    old: tuple[str, ...], new: tuple[str, ...], old_words: Sequence[str], new_words: Sequence[str]
+) -> tuple[int, list[_Span]]:
     """Aligned term count and the differing spans of two term sequences."""
     matcher = SequenceMatcher(None, old, new, autojunk=False)
     shared = 0
@@ -125,7 +129,16 @@ def _spans(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[int, list[_Span]
             anchored = anchored or any(kind(t) in _CONTENT for t in old[i1:i2])
             continue
         after_number = i1 > 0 and j1 > 0 and kind(old[i1 - 1]) is TermKind.NUMBER
-        spans.append(_Span(old[i1:i2], new[j1:j2], after_number, not anchored))
+        spans.append(
+            _Span(
+                old[i1:i2],
+                new[j1:j2],
+                tuple(old_words[i1:i2]),
+                tuple(new_words[j1:j2]),
+                after_number,
+                not anchored,
+            )
+        )
     return shared, spans
 
 
@@ -140,6 +153,22 @@ def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
     return None
 
 
+def _verdict(
+    relation: Relation, reason: Reason, spans: Sequence[_Span], *kinds: TermKind
+) -> Verdict:
+    """A verdict naming the words of ``spans`` (only those of ``kinds``, when given)."""
+
+    def pick(found: tuple[str, ...], words: tuple[str, ...]) -> Iterator[str]:
+        return (w for t, w in zip(found, words, strict=True) if not kinds or kind(t) in kinds)
+
+    return Verdict(
+        relation,
+        reason,
+        tuple(w for s in spans for w in pick(s.old, s.old_words)),
+        tuple(w for s in spans for w in pick(s.new, s.new_words)),
+    )
+
+
 def classify(old: str, new: str) -> Verdict:
     """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
 
@@ -148,61 +177,58 @@ def classify(old: str, new: str) -> Verdict:
         new: The incoming text.
 
     Returns:
-        The verdict: relation, reason and the differing terms.
+        The verdict: relation, reason and the differing words.
     """
-    a, b = terms(old), terms(new)
+    a, old_words = terms_and_words(old)
+    b, new_words = terms_and_words(new)
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
-    shared, spans = _spans(a, b)
+    shared, spans = _spans(a, b, old_words, new_words)
     if shared < MIN_SHARED or shared < MIN_OVERLAP * max(len(a), len(b)):
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
     if same_terms(a, b):
         if is_near_duplicate(old, new):
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
-        return Verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED)
-    old_diff = tuple(t for s in spans for t in s.old)
-    new_diff = tuple(t for s in spans for t in s.new)
+        return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
     if _negated(a) != _negated(b):
-        return Verdict(
-            Relation.CONTRADICTION,
-            Reason.NEGATION,
-            _of_kind(old_diff, TermKind.NEGATION),
-            _of_kind(new_diff, TermKind.NEGATION),
-        )
+        return _verdict(Relation.CONTRADICTION, Reason.NEGATION, spans, TermKind.NEGATION)
     flip = _preference_flip(spans)
     if flip is not None:
-        return Verdict(Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED, flip.old, flip.new)
+        return _verdict(Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED, [flip])
     replaced = [s for s in spans if s.old and s.new]
     for wanted, reason in (
         (TermKind.DATE, Reason.DATE_CHANGED),
         (TermKind.NUMBER, Reason.NUMBER_CHANGED),
     ):
-        hits = [s for s in replaced if _of_kind(s.old, wanted) and _of_kind(s.new, wanted)]
+        hits = [s for s in replaced if _has(s.old, wanted) and _has(s.new, wanted)]
         if hits:
-            return Verdict(
-                Relation.CONTRADICTION,
-                reason,
-                tuple(t for s in hits for t in s.old),
-                tuple(t for s in hits for t in s.new),
-            )
+            return _verdict(Relation.CONTRADICTION, reason, hits)
     units = [s for s in replaced if s.after_number]
     if units:
-        return Verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[0].old, units[0].new)
-    content = [s for s in replaced if _of_kind(s.old, *_CONTENT) and _of_kind(s.new, *_CONTENT)]
+        return _verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[:1])
+    content = [s for s in replaced if _has(s.old, *_CONTENT) and _has(s.new, *_CONTENT)]
     if content:
         first = content[0]
-        moved = set(first.new) <= set(a) and set(first.old) <= set(b)
-        if moved:
-            return Verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, first.old, first.new)
+        if set(first.new) <= set(a) and set(first.old) <= set(b):
+            return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, [first])
         if first.before_anchor:
-            return Verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, first.old, first.new)
-        return Verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, first.old, first.new)
-    if any(_of_kind(s.new, *_CONTENT) for s in spans):
-        return Verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, old_diff, new_diff)
-    if any(_of_kind(s.old, *_CONTENT) for s in spans):
-        return Verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, old_diff, new_diff)
+            return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
+        return _verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, [first])
+    if any(_has(s.new, *_CONTENT) for s in spans):
+        return _verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, spans)
+    if any(_has(s.old, *_CONTENT) for s in spans):
+        return _verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, spans)
     # Only function words differ ("was" -> "is", "in" -> "at"): the same fact, a new wording.
-    return Verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, old_diff, new_diff)
+    return _verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, spans)
+
+
+_VALUE_REASONS = {
+    frozenset({TermKind.NUMBER}): Reason.NUMBER_CHANGED,
+    frozenset({TermKind.DATE}): Reason.DATE_CHANGED,
+    frozenset({TermKind.DATE, TermKind.NUMBER}): Reason.DATE_CHANGED,
+    frozenset({TermKind.WORD}): Reason.OBJECT_CHANGED,
+}
+"""The reason a whole-value change gets from the kinds of words in the two values."""
 
 
 def _as_text(value: object) -> str:
@@ -229,12 +255,11 @@ def classify_values(old: object, new: object) -> Verdict:
     old_text, new_text = _as_text(old), _as_text(new)
     verdict = classify(old_text, new_text)
     if verdict.relation is Relation.UNRELATED:
-        reason = (
-            Reason.OBJECT_CHANGED
-            if verdict.reason is Reason.SUBJECT_CHANGED
-            else Reason.VALUE_CHANGED
-        )
-        return Verdict(Relation.CONTRADICTION, reason, terms(old_text), terms(new_text))
+        old_terms, old_words = terms_and_words(old_text)
+        new_terms, new_words = terms_and_words(new_text)
+        kinds = {kind(t) for t in (*old_terms, *new_terms)} - {TermKind.FUNCTION}
+        reason = _VALUE_REASONS.get(frozenset(kinds), Reason.VALUE_CHANGED)
+        return Verdict(Relation.CONTRADICTION, reason, old_words, new_words)
     if verdict.relation is Relation.COMPATIBLE and verdict.reason is Reason.PARAPHRASE:
-        return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE, verdict.old_terms, verdict.new_terms)
+        return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE, verdict.old_span, verdict.new_span)
     return verdict

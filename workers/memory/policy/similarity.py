@@ -33,6 +33,7 @@ import struct
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 from .text_norm import normalise, shingles, terms
 
@@ -139,7 +140,7 @@ def exact_hash(text: str) -> str:
 def _hashes(found: Sequence[str]) -> list[int]:
     """One 64-bit hash per shingle; a pair's hash mixes its terms' (no string building)."""
     single = [_term_hash(t) for t in found]
-    pairs = [((a * _MIX_A) ^ b) * _MIX_B & _MASK for a, b in zip(single, single[1:], strict=False)]
+    pairs = [((a * _MIX_A) ^ b) * _MIX_B & _MASK for a, b in pairwise(single)]
     # Repeated shingles must count once, as in the set the exact Jaccard is taken over.
     return list({*single, *pairs})
 

@@ -21,6 +21,7 @@ import unicodedata
 from collections.abc import Sequence
 from enum import Enum
 from functools import lru_cache
+from itertools import pairwise
 from types import MappingProxyType
 
 __all__ = (
@@ -41,42 +42,45 @@ _QUOTES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "–": "-", "—": "
 _TOKEN = re.compile(r"\w+(?:['.,:/-]\w+)*|[%$€£¥]")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 
-_FILLERS = frozenset(
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_FILLERS = _words(
     "a an the really actually currently now just also very quite indeed definitely basically "
-    "truly certainly honestly still so please um uh well totally absolutely simply".split()
+    "truly certainly honestly still so please um uh well totally absolutely simply"
 )
 """Words whose presence never changes the fact a memory states."""
 
-_FUNCTION = frozenset(
+_FUNCTION = _words(
     "my your his her our their its this that these those i you he she we they it me him us them "
     "is am are was were be been being has have had do does did will would shall should can could "
-    "may might must of in on at to for from with by as about into over under and or but".split()
+    "may might must of in on at to for from with by as about into over under and or but"
 )
 """Words that carry no subject of their own: an aligned run of only these does not anchor one."""
 
-_NEGATIONS = frozenset(
+_NEGATIONS = _words(
     "not no never none nobody nothing neither nor cannot without stopped quit longer anymore "
-    "nowhere".split()
+    "nowhere"
 )
-_PREFER = frozenset("like love enjoy prefer adore want favor".split())
-_AVOID = frozenset("dislike hate avoid detest loathe despise".split())
+_PREFER = _words("like love enjoy prefer adore want favor")
+_AVOID = _words("dislike hate avoid detest loathe despise")
 
+_NUMBER_NAMES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
 _NUMBER_WORDS = MappingProxyType(
-    {
-        word: str(value)
-        for value, word in enumerate(
-            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-            "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
-        )
-    }
+    {word: str(value) for value, word in enumerate(_NUMBER_NAMES.split())}
 )
-_MONTHS = frozenset(
+_MONTHS = _words(
     "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
 )
-_DAYS = frozenset(
+_DAYS = _words(
     "monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs "
-    "fri sat sun today tomorrow yesterday tonight weekend".split()
+    "fri sat sun today tomorrow yesterday tonight weekend"
 )
 _DATE = re.compile(
     r"^(?:\d{4}-\d{1,2}(?:-\d{1,2})?|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{1,2}:\d{2}(?:am|pm)?"
@@ -300,4 +304,4 @@ def shingles(found: Sequence[str]) -> frozenset[str]:
     Returns:
         The shingle set (pairs joined by a space, which no term contains).
     """
-    return frozenset((*found, *(f"{a} {b}" for a, b in zip(found, found[1:], strict=False))))
+    return frozenset((*found, *(f"{a} {b}" for a, b in pairwise(found))))
