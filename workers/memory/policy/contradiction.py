@@ -10,7 +10,7 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
    (:func:`.similarity.is_near_duplicate`): ``duplicate``.
 2. Align the canonical terms (:mod:`.text_norm`) with ``difflib.SequenceMatcher``. Fewer than
    :data:`MIN_SHARED` aligned terms, or aligned terms below :data:`MIN_OVERLAP` of the longer
-   text: ``unrelated`` (not the same subject).
+   text (unless all of the shorter one aligned): ``unrelated`` (not the same subject).
 3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
 4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
    ``preference_changed``.
@@ -184,7 +184,10 @@ def classify(old: str, new: str) -> Verdict:
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
     shared, spans = _spans(a, b, old_words, new_words)
-    if shared < MIN_SHARED or shared < MIN_OVERLAP * max(len(a), len(b)):
+    # The same subject: enough of the longer text aligned, or all of the shorter one (a long
+    # added detail must not make an update look unrelated).
+    contained = shared == min(len(a), len(b))
+    if shared < MIN_SHARED or (shared < MIN_OVERLAP * max(len(a), len(b)) and not contained):
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
     if same_terms(a, b):
         if is_near_duplicate(old, new):

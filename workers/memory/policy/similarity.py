@@ -32,6 +32,7 @@ import random
 import struct
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from itertools import pairwise
 
@@ -48,6 +49,7 @@ __all__ = (
     "exact_hash",
     "is_near_duplicate",
     "jaccard",
+    "moved_as_a_block",
     "same_terms",
     "signature",
 )
@@ -206,6 +208,23 @@ def same_terms(a: Sequence[str], b: Sequence[str]) -> bool:
     return sorted(a) == sorted(b)
 
 
+def moved_as_a_block(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether ``b`` is ``a`` with at most one run of terms moved, the run's order kept.
+
+    "On Monday Alice swims" / "Alice swims on Monday" moves one run: the same fact. "Bob owes
+    Alice" / "Alice owes Bob" swaps two terms: the terms left outside the common blocks come
+    in a different order, so it is another fact, however high the shingle Jaccard.
+    """
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    left_a: list[str] = []
+    left_b: list[str] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            left_a += a[i1:i2]
+            left_b += b[j1:j2]
+    return left_a == left_b
+
+
 def is_near_duplicate(
     a: str,
     b: str,
@@ -218,8 +237,9 @@ def is_near_duplicate(
 
     True when the two texts have the same canonical terms (fillers, spelling, inflection and
     the synonym lexicon folded: so a differing number, date, negation or object is never a
-    duplicate), their shingle Jaccard reaches ``min_jaccard`` (word order mostly kept), and,
-    if the caller has an embedding cosine, it reaches ``min_cosine``.
+    duplicate), their shingle Jaccard reaches ``min_jaccard`` and at most one run of words
+    moved (word order kept: no swapped roles), and, if the caller has an embedding cosine, it
+    reaches ``min_cosine``.
 
     Args:
         a: The stored text.
@@ -239,7 +259,7 @@ def is_near_duplicate(
     if cosine is not None and cosine < min_cosine:
         return False
     sa, sb = shingles(ta), shingles(tb)
-    return len(sa & sb) / len(sa | sb) >= min_jaccard
+    return len(sa & sb) / len(sa | sb) >= min_jaccard and moved_as_a_block(ta, tb)
 
 
 class CandidateIndex:

@@ -107,7 +107,7 @@ _SYNONYM_GROUPS = (
     "email e-mail",
     "favorite favourite fave",
     "color colour",
-    "kid child",
+    "kid child children",
     "mom mother mum",
     "dad father",
     "doctor physician",
