@@ -221,6 +221,13 @@ def _values(rng: random.Random, vocab: Vocab) -> dict[str, str]:
 
 
 def _other(rng: random.Random, vocab: Vocab, slot: str, current: str) -> str:
+    """Another value for ``slot``: never ``current`` (a contradiction must change the fact)."""
+    while (value := _another(rng, vocab, slot, current)) == current:
+        pass
+    return value
+
+
+def _another(rng: random.Random, vocab: Vocab, slot: str, current: str) -> str:
     if slot == "N":
         return str(max(1, int(current) + rng.choice((-3, -2, -1, 1, 2, 5, 10))))
     if slot == "DATE":

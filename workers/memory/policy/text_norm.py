@@ -208,8 +208,10 @@ _SUFFIXES = (
 )
 _KEPT = _FUNCTION | _NEGATIONS | _MONTHS | _DAYS
 """Tokens that are their own term: stemming "does" or "june" would only blur them."""
-_PREFER_TERMS = frozenset(map(_stem, _PREFER)) | _PREFER
-_AVOID_TERMS = frozenset(map(_stem, _AVOID)) | _AVOID
+# The preference verbs as term() leaves them: spelling folding runs before stemming there, so
+# it must here too ("despises" -> "despizes" -> "despiz").
+_PREFER_TERMS = frozenset(_stem(_spelling(w)) for w in _PREFER) | _PREFER
+_AVOID_TERMS = frozenset(_stem(_spelling(w)) for w in _AVOID) | _AVOID
 
 
 @lru_cache(maxsize=16384)
