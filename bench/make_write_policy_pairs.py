@@ -35,6 +35,10 @@ SHARES = {
 }
 
 
+def _w(text: str, sep: str = " ") -> list[str]:
+    return text.split(sep)
+
+
 @dataclass(frozen=True)
 class Template:
     text: str
@@ -55,20 +59,20 @@ class Vocab:
 
 DEV = Vocab(
     slots={
-        "P": "Alice Bob Carol David Emma Frank Grace Henry Irene Jack Laura Martin".split(),
-        "Q": "Nora Oscar Paula Quentin Rita Simon Tina Victor".split(),
-        "CITY": "Berlin Paris Madrid Lisbon Vienna Prague Oslo Dublin Warsaw Athens".split(),
-        "ORG": "Google Siemens Spotify Airbus Nokia Zalando Philips Bosch".split(),
-        "COLOR": "blue green red yellow purple orange black teal".split(),
-        "FOOD": "sushi pizza lasagna curry tacos ramen falafel paella".split(),
-        "LANG": "Python Rust Go Java Kotlin Haskell Elixir Scala".split(),
-        "TOOL": "Notion Obsidian Evernote Logseq Bear Joplin".split(),
-        "NATLANG": "German French Spanish Italian Polish Greek Dutch".split(),
-        "DAY": "Monday Tuesday Wednesday".split(),
-        "ROLE": "data engineer|product manager|designer|team lead".split("|"),
-        "PLACE": "old harbour|central station|city park|university".split("|"),
+        "P": _w("Alice Bob Carol David Emma Frank Grace Henry Irene Jack Laura Martin"),
+        "Q": _w("Nora Oscar Paula Quentin Rita Simon Tina Victor"),
+        "CITY": _w("Berlin Paris Madrid Lisbon Vienna Prague Oslo Dublin Warsaw Athens"),
+        "ORG": _w("Google Siemens Spotify Airbus Nokia Zalando Philips Bosch"),
+        "COLOR": _w("blue green red yellow purple orange black teal"),
+        "FOOD": _w("sushi pizza lasagna curry tacos ramen falafel paella"),
+        "LANG": _w("Python Rust Go Java Kotlin Haskell Elixir Scala"),
+        "TOOL": _w("Notion Obsidian Evernote Logseq Bear Joplin"),
+        "NATLANG": _w("German French Spanish Italian Polish Greek Dutch"),
+        "DAY": _w("Monday Tuesday Wednesday"),
+        "ROLE": _w("data engineer|product manager|designer|team lead", "|"),
+        "PLACE": _w("old harbour|central station|city park|university", "|"),
     },
-    fillers="really actually currently now".split(),
+    fillers=_w("really actually currently now"),
     likes={
         "likes": ("like", "dislikes"),
         "loves": ("love", "hates"),
@@ -122,21 +126,21 @@ DEV = Vocab(
 
 HOLDOUT = Vocab(
     slots={
-        "P": "Mia Noah Olivia Liam Sofia Lucas Chloe Ethan Zoe Mason Ava Logan".split(),
-        "Q": "Hannah Isaac Julia Kevin Leah Marco Nina Owen".split(),
-        "CITY": "Toronto Denver Austin Seattle Montreal Chicago Boston Phoenix".split(),
-        "ORG": "Shopify Stripe Atlassian Canva Datadog Twilio Slack Figma".split(),
-        "DRINK": "espresso|green tea|oat latte|black coffee|matcha|chai".split("|"),
-        "SPORT": "tennis squash badminton volleyball climbing rowing".split(),
-        "INSTR": "cello violin drums trumpet saxophone bass".split(),
-        "EDITOR": "Vim Emacs Helix Sublime Zed Nano".split(),
-        "PWMGR": "Bitwarden 1Password KeePass Dashlane".split(),
-        "FOOD2": "oatmeal yogurt granola pancakes bagels omelettes".split(),
-        "SUBJECT": "physics economics biology architecture linguistics chemistry".split(),
-        "TEAM": "the Raptors|the Celtics|the Canucks|the Bulls|the Nuggets".split("|"),
-        "DAY": "Thursday Friday Saturday Sunday".split(),
+        "P": _w("Mia Noah Olivia Liam Sofia Lucas Chloe Ethan Zoe Mason Ava Logan"),
+        "Q": _w("Hannah Isaac Julia Kevin Leah Marco Nina Owen"),
+        "CITY": _w("Toronto Denver Austin Seattle Montreal Chicago Boston Phoenix"),
+        "ORG": _w("Shopify Stripe Atlassian Canva Datadog Twilio Slack Figma"),
+        "DRINK": _w("espresso|green tea|oat latte|black coffee|matcha|chai", "|"),
+        "SPORT": _w("tennis squash badminton volleyball climbing rowing"),
+        "INSTR": _w("cello violin drums trumpet saxophone bass"),
+        "EDITOR": _w("Vim Emacs Helix Sublime Zed Nano"),
+        "PWMGR": _w("Bitwarden 1Password KeePass Dashlane"),
+        "FOOD2": _w("oatmeal yogurt granola pancakes bagels omelettes"),
+        "SUBJECT": _w("physics economics biology architecture linguistics chemistry"),
+        "TEAM": _w("the Raptors|the Celtics|the Canucks|the Bulls|the Nuggets", "|"),
+        "DAY": _w("Thursday Friday Saturday Sunday"),
     },
-    fillers="definitely still just honestly".split(),
+    fillers=_w("definitely still just honestly"),
     likes={
         "enjoys": ("enjoy", "detests"),
         "adores": ("adore", "despises"),

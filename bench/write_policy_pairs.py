@@ -95,9 +95,8 @@ def _split_report(split: str, rows: list[dict[str, Any]]) -> None:
     other = [r for r in rows if r["label"] == "unrelated"]
     lsh_same = _ratio(sum(_share_band(r["old"], r["new"]) for r in same), len(same))
     lsh_other = _ratio(sum(_share_band(r["old"], r["new"]) for r in other), len(other))
-    print(
-        f"\n{split}: {len(rows)} pairs ({', '.join(f'{k} {v}' for k, v in Counter(labels).items())})"
-    )
+    counts = ", ".join(f"{label} {n}" for label, n in sorted(Counter(labels).items()))
+    print(f"\n{split}: {len(rows)} pairs ({counts})")
     for stage, (p, r) in (
         ("dedupe", (dedupe_p, dedupe_r)),
         ("contradiction", (contra_p, contra_r)),
