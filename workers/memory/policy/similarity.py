@@ -15,11 +15,14 @@ Choices, measured on the dev split of ``bench/data/write_policy`` (``bench/write
 - MinHash is *one-permutation hashing* (Li, Owen, Zhang 2012) with optimal densification
   (Shrivastava 2017): each shingle is hashed once, its top bits choose one of 32 bins, a bin
   keeps its minimum, and an empty bin borrows a filled one along a fixed probe sequence. It is
-  an unbiased MinHash estimator at one hash per shingle; 32 classic permutations cost 32
-  multiply-and-min passes per shingle, about 10x slower in CPython.
+  an unbiased MinHash estimator at one hash per shingle. 32 classic permutations cost 32
+  multiply-and-min passes per shingle: measured ~150 µs per signature of a 15-word text,
+  against ~35 µs here (of which ~15 µs is tokenising). Dev mean |estimate - exact| is 0.04.
 - LSH: 16 bands of 2 bins. Contradiction candidates ("lives in Berlin" / "lives in Paris") sit
-  near Jaccard 0.5; 16x2 finds a pair at J = 0.5 with probability 0.99 and one at J = 0.1 with
-  0.15 (the exact check discards those).
+  near Jaccard 0.5 (dev median 0.57, minimum 0.25); 16x2 finds a pair at J = 0.5 with
+  probability 0.99 and one at J = 0.1 with 0.15 (the exact check discards those). On dev it
+  finds 0.976 of contradiction pairs (10x3: 0.805, 8x4: 0.609; 32x1 finds all but hands over
+  a third of unrelated pairs, 16x2 one in twenty).
 - No Python ``hash()`` (salted per process) and no unseeded randomness: a signature is the same
   on every run and machine, so it can be stored.
 """
