@@ -16,12 +16,14 @@ from workers.memory.policy.similarity import (
     Signature,
     estimate_similarity,
     exact_hash,
+    fingerprint,
     is_near_duplicate,
     jaccard,
     signature,
 )
 from workers.memory.policy.text_norm import normalise, terms
 
+PINNED = (2383002175, 3415406655, 3136888620, 2383002175)
 NOTE = "The customer's staging database runs PostgreSQL 15 on db-stage-2, backed up nightly."
 
 
@@ -59,6 +61,17 @@ def test_signature_is_the_same_in_another_process() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert other == signature(NOTE).to_str()
+
+
+def test_signature_values_are_pinned() -> None:
+    # Stored signatures are compared with new ones: a change to shingling, hashing or
+    # densification must bump the format version, and this test says so.
+    assert signature("Alice lives in Berlin").values[:4] == PINNED
+
+
+def test_fingerprint_is_the_hash_and_the_signature() -> None:
+    assert fingerprint(NOTE) == (exact_hash(NOTE), signature(NOTE))
+    assert fingerprint("") == (exact_hash(""), signature(""))
 
 
 def test_signature_round_trips_through_bytes_and_str() -> None:
@@ -128,7 +141,7 @@ def test_cosine_confirms_or_vetoes() -> None:
 
 
 def test_lsh_finds_a_near_duplicate_among_many_unrelated_records() -> None:
-    index = CandidateIndex()
+    index: CandidateIndex[str] = CandidateIndex()
     subjects = ("invoice", "deployment", "flight", "dentist", "library", "garden", "laptop")
     for n in range(700):
         index.add(
@@ -144,7 +157,7 @@ def test_lsh_finds_a_near_duplicate_among_many_unrelated_records() -> None:
 
 
 def test_index_forgets_removed_and_oldest_records() -> None:
-    index = CandidateIndex(max_records=2)
+    index: CandidateIndex[str] = CandidateIndex(max_records=2)
     sig = signature(NOTE)
     index.add("a", sig)
     index.remove("a")
