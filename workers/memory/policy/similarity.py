@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 from itertools import pairwise
+from operator import eq
 from typing import Generic, TypeVar
 
 from .text_norm import normalise, shingles, term, terms, tokens
@@ -212,7 +213,8 @@ def estimate_similarity(a: Signature, b: Signature) -> float:
     Returns:
         A value in [0, 1].
     """
-    return sum(x == y for x, y in zip(a.values, b.values, strict=True)) / BINS
+    equal: int = sum(map(eq, a.values, b.values))
+    return equal / BINS
 
 
 def jaccard(a: str, b: str) -> float:
@@ -332,23 +334,31 @@ class CandidateIndex(Generic[K]):
             if not bucket:
                 del self._buckets[key]
 
-    def candidates(self, sig: Signature, *, min_similarity: float = 0.0) -> list[K]:
+    def candidates(
+        self, sig: Signature, *, min_similarity: float = 0.0, limit: int | None = None
+    ) -> list[K]:
         """Records sharing an LSH band with ``sig``, most similar (estimated) first.
 
         Args:
             sig: The incoming text's signature.
             min_similarity: Drop candidates whose estimated Jaccard is below this.
+            limit: Keep at most this many (the most similar).
 
         Returns:
             Record ids; confirm each on the texts (:func:`is_near_duplicate`, ``classify``).
         """
         found: set[K] = set()
         for key in self._keys(sig):
-            found |= self._buckets.get(key, set())
-        scored = [(estimate_similarity(sig, self._signatures[i]), i) for i in found]
+            bucket = self._buckets.get(key)
+            if bucket:
+                found |= bucket
+        values = sig.values
+        scored = [
+            (sum(map(eq, values, self._signatures[record_id].values)), record_id)
+            for record_id in found
+        ]
+        floor = min_similarity * BINS
         ranked = sorted(
-            (pair for pair in scored if pair[0] >= min_similarity),
-            key=lambda pair: pair[0],
-            reverse=True,
+            (pair for pair in scored if pair[0] >= floor), key=lambda pair: pair[0], reverse=True
         )
-        return [record_id for _, record_id in ranked]
+        return [record_id for _, record_id in ranked[:limit]]

@@ -154,6 +154,9 @@ def test_lsh_finds_a_near_duplicate_among_many_unrelated_records() -> None:
     near = index.candidates(signature("The staging database runs PostgreSQL 16 on db-stage-2"))
     assert "target" in near
     assert len(near) < 50
+    changed = signature("The staging database runs PostgreSQL 16 on db-stage-2")
+    assert index.candidates(changed, limit=1) == ["target"]
+    assert "target" not in index.candidates(changed, min_similarity=0.99)
 
 
 def test_index_forgets_removed_and_oldest_records() -> None:
