@@ -11,7 +11,9 @@ Two levels, both deterministic and dependency-free:
   fact ("really", "the", "currently") left out. Two texts with the same multiset of terms state
   the same words; dedupe and contradiction both compare terms, not raw tokens.
 
-The lexicons are general English, written once, not read off the benchmark's templates.
+The lexicons are small and general English (see ``bench/write_policy_pairs.py`` for how they
+relate to the benchmark). A wrong merge there turns a contradiction into a duplicate, so they
+stay short.
 """
 
 from __future__ import annotations
