@@ -1,0 +1,203 @@
+"""How a newer memory text relates to an older one (``workers.memory.policy.contradiction``):
+each relation and reason on hand-written examples, the differing words, and the key path."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workers.memory.policy.contradiction import (
+    Reason,
+    Relation,
+    Verdict,
+    classify,
+    classify_values,
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason", "old_span", "new_span"),
+    [
+        (
+            "The staging cluster has 12 nodes",
+            "The staging cluster has 16 nodes",
+            Reason.NUMBER_CHANGED,
+            ("12",),
+            ("16",),
+        ),
+        (
+            "Ran 5 km along the canal this morning",
+            "Ran 5 miles along the canal this morning",
+            Reason.NUMBER_CHANGED,
+            ("km",),
+            ("miles",),
+        ),
+        (
+            "Priya's passport expires on 2027-08-14",
+            "Priya's passport expires on 2029-01-30",
+            Reason.DATE_CHANGED,
+            ("2027-08-14",),
+            ("2029-01-30",),
+        ),
+        (
+            "The retro with the platform team is on Thursday",
+            "The retro with the platform team is on Friday",
+            Reason.DATE_CHANGED,
+            ("thursday",),
+            ("friday",),
+        ),
+        ("Dana eats meat", "Dana doesn't eat meat", Reason.NEGATION, (), ("doesn't",)),
+        (
+            "Marco is a member of the chess club",
+            "Marco is no longer a member of the chess club",
+            Reason.NEGATION,
+            (),
+            ("no", "longer"),
+        ),
+        ("Omar never drinks coffee", "Omar drinks coffee", Reason.NEGATION, ("never",), ()),
+        (
+            "Lena likes horror films",
+            "Lena dislikes horror films",
+            Reason.PREFERENCE_CHANGED,
+            ("likes",),
+            ("dislikes",),
+        ),
+        (
+            "Tom loves cilantro",
+            "Tom hates cilantro",
+            Reason.PREFERENCE_CHANGED,
+            ("loves",),
+            ("hates",),
+        ),
+        (
+            "Ines lives in Berlin",
+            "Ines lives in Paris",
+            Reason.OBJECT_CHANGED,
+            ("berlin",),
+            ("paris",),
+        ),
+        (
+            "Kai prefers tabs for indentation",
+            "Kai prefers spaces for indentation",
+            Reason.OBJECT_CHANGED,
+            ("tabs",),
+            ("spaces",),
+        ),
+        (
+            "Sam's favourite colour is blue",
+            "Sam's favourite colour is green",
+            Reason.OBJECT_CHANGED,
+            ("blue",),
+            ("green",),
+        ),
+        (
+            "Yuki works at Spotify as a backend engineer",
+            "Yuki works at Klarna as a backend engineer",
+            Reason.OBJECT_CHANGED,
+            ("spotify",),
+            ("klarna",),
+        ),
+    ],
+)
+def test_contradictions_name_their_reason_and_the_words_that_differ(
+    old: str, new: str, reason: Reason, old_span: tuple[str, ...], new_span: tuple[str, ...]
+) -> None:
+    assert classify(old, new) == Verdict(Relation.CONTRADICTION, reason, old_span, new_span)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("Ines lives in Berlin", "Ines lives in Berlin, Mitte", Reason.ADDED_DETAIL),
+        (
+            "Yuki works at Spotify",
+            "Yuki works at Spotify on the payments team since 2022",
+            Reason.ADDED_DETAIL,
+        ),
+        ("The standup is at 9:30 in room 4", "The standup is at 9:30", Reason.REMOVED_DETAIL),
+    ],
+)
+def test_added_or_dropped_detail_is_compatible(old: str, new: str, reason: Reason) -> None:
+    verdict = classify(old, new)
+    assert (verdict.relation, verdict.reason) == (Relation.COMPATIBLE, reason)
+
+
+def test_added_detail_names_the_added_words() -> None:
+    assert classify("Ines lives in Berlin", "Ines lives in Berlin, Mitte").new_span == ("mitte",)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("Ines lives in Berlin.", "ines lives in berlin", Reason.SAME_TEXT),
+        ("My favourite colour is blue", "My favorite color is really blue", Reason.SAME_TEXT),
+        (
+            "Before work Hana walks the dog",
+            "Hana walks the dog before work",
+            Reason.PARAPHRASE,
+        ),
+    ],
+)
+def test_the_same_fact_reworded_is_a_duplicate(old: str, new: str, reason: Reason) -> None:
+    assert classify(old, new) == Verdict(Relation.DUPLICATE, reason)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("Ines lives in Berlin", "Pablo lives in Berlin", Reason.SUBJECT_CHANGED),
+        ("Ines's brother lives in Lyon", "Ines's sister lives in Lyon", Reason.SUBJECT_CHANGED),
+        ("Bob owes Alice 20 euros", "Alice owes Bob 20 euros", Reason.ROLES_SWAPPED),
+        ("The deploy is frozen until Monday", "Hana adopted a cat named Miso", Reason.LOW_OVERLAP),
+        ("Yuki works at Spotify", "Yuki is allergic to peanuts", Reason.LOW_OVERLAP),
+    ],
+)
+def test_another_subject_or_fact_is_unrelated(old: str, new: str, reason: Reason) -> None:
+    verdict = classify(old, new)
+    assert (verdict.relation, verdict.reason) == (Relation.UNRELATED, reason)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "relation", "reason"),
+    [
+        ("Berlin", "Paris", Relation.CONTRADICTION, Reason.OBJECT_CHANGED),
+        (34, 35, Relation.CONTRADICTION, Reason.NUMBER_CHANGED),
+        ("2024-03-05", "2024-04-01", Relation.CONTRADICTION, Reason.DATE_CHANGED),
+        ({"editor": "vim"}, {"editor": "vim"}, Relation.DUPLICATE, Reason.SAME_TEXT),
+        ("dark mode", "Dark mode.", Relation.DUPLICATE, Reason.SAME_TEXT),
+        ("lives in Berlin", "lives in Berlin, Mitte", Relation.COMPATIBLE, Reason.ADDED_DETAIL),
+        ("prefers tea", "avoids tea", Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED),
+    ],
+)
+def test_a_new_value_for_a_key_is_never_unrelated(
+    old: object, new: object, relation: Relation, reason: Reason
+) -> None:
+    verdict = classify_values(old, new)
+    assert (verdict.relation, verdict.reason) == (relation, reason)
+
+
+VOCABULARY = ("the", "team", "server", "runs", "in", "rack", "with", "disks", "for", "backups")
+WORDS = st.lists(
+    st.sampled_from(VOCABULARY),
+    min_size=2,
+    max_size=10,
+).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=WORDS, after=WORDS, number=st.integers(0, 100_000), delta=st.integers(1, 999))
+def test_changing_one_number_is_never_a_duplicate(
+    before: str, after: str, number: int, delta: int
+) -> None:
+    verdict = classify(f"{before} {number} {after}", f"{before} {number + delta} {after}")
+    assert verdict.relation is not Relation.DUPLICATE
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=WORDS, upper=st.booleans(), dot=st.booleans())
+def test_a_text_is_a_duplicate_of_its_case_and_punctuation_variants(
+    text: str, upper: bool, dot: bool
+) -> None:
+    variant = (text.upper() if upper else text) + ("." if dot else "")
+    assert classify(text, variant).relation is Relation.DUPLICATE

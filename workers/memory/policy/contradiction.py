@@ -1,0 +1,266 @@
+"""How a newer memory text relates to an older one about (probably) the same subject: the same
+fact, a contradiction, a compatible update, or something else. Cheap explainable rules, no LLM.
+
+The worker calls :func:`classify` on the candidates :class:`.similarity.CandidateIndex` found,
+and :func:`classify_values` when a write names a key that already holds a value.
+
+The rules, in order (thresholds chosen on the dev split of ``bench/data/write_policy``):
+
+1. Equal normalised text, or the same terms in nearly the same order
+   (:func:`.similarity.is_near_duplicate`): ``duplicate``.
+2. Align the canonical terms (:mod:`.text_norm`) with ``difflib.SequenceMatcher``. Fewer than
+   :data:`MIN_SHARED` aligned terms, or aligned terms below :data:`MIN_OVERLAP` of the longer
+   text (unless all of the shorter one aligned): ``unrelated`` (not the same subject).
+3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
+4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
+   ``preference_changed``.
+5. A replaced span with a date (ISO, d/m/y, times, month and day names, years) on both sides:
+   ``date_changed``; with a number on both sides (or a replaced unit after the same number):
+   ``number_changed``.
+6. A replaced span of content words: before the first aligned content word it is the subject
+   that changed (``unrelated``, ``subject_changed``); the same terms in another order swap
+   roles (``unrelated``, ``roles_swapped``); otherwise the same attribute has a new object:
+   ``contradiction``, ``object_changed``.
+7. Only insertions (or only deletions) of content: ``compatible`` (``added_detail`` /
+   ``removed_detail``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from enum import StrEnum
+
+from .similarity import is_near_duplicate, same_terms
+from .text_norm import TermKind, kind, terms_and_words
+
+__all__ = (
+    "MIN_OVERLAP",
+    "MIN_SHARED",
+    "Reason",
+    "Relation",
+    "Verdict",
+    "classify",
+    "classify_values",
+)
+
+MIN_SHARED = 2
+"""Aligned terms two texts need to be about the same subject."""
+MIN_OVERLAP = 0.5
+"""Aligned terms over the longer text's terms needed to be about the same subject (dev-tuned)."""
+
+
+class Relation(StrEnum):
+    """How the newer text relates to the older one."""
+
+    DUPLICATE = "duplicate"
+    CONTRADICTION = "contradiction"
+    COMPATIBLE = "compatible"
+    UNRELATED = "unrelated"
+
+
+class Reason(StrEnum):
+    """Why, in one word a person (and the write report) can read."""
+
+    SAME_TEXT = "same_text"
+    PARAPHRASE = "paraphrase"
+    NUMBER_CHANGED = "number_changed"
+    DATE_CHANGED = "date_changed"
+    NEGATION = "negation"
+    OBJECT_CHANGED = "object_changed"
+    PREFERENCE_CHANGED = "preference_changed"
+    ADDED_DETAIL = "added_detail"
+    REMOVED_DETAIL = "removed_detail"
+    SUBJECT_CHANGED = "subject_changed"
+    ROLES_SWAPPED = "roles_swapped"
+    LOW_OVERLAP = "low_overlap"
+    VALUE_CHANGED = "value_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The relation, its reason, and the words that differ (old side, new side)."""
+
+    relation: Relation
+    reason: Reason
+    old_span: tuple[str, ...] = ()
+    """Normalised words of the older text that the newer one replaced or dropped."""
+    new_span: tuple[str, ...] = ()
+    """Normalised words of the newer text that replace or add to the older one."""
+
+
+_NO_DIFF: tuple[str, ...] = ()
+_CONTENT = frozenset({TermKind.WORD, TermKind.NUMBER, TermKind.DATE})
+
+
+def _negated(found: Sequence[str]) -> bool:
+    return any(kind(t) is TermKind.NEGATION for t in found)
+
+
+def _has(found: Sequence[str], *kinds: TermKind) -> bool:
+    return any(kind(t) in kinds for t in found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    old_words: tuple[str, ...]
+    new_words: tuple[str, ...]
+    after_number: bool
+    """Both sides follow the same number: the unit (or what is counted) changed."""
+    before_anchor: bool
+    """No aligned content word precedes it: it stands where the subject does."""
+
+
+def _spans(
+    old: tuple[str, ...], new: tuple[str, ...], old_words: Sequence[str], new_words: Sequence[str]
+) -> tuple[int, list[_Span]]:
+    """Aligned term count and the differing spans of two term sequences."""
+    matcher = SequenceMatcher(None, old, new, autojunk=False)
+    shared = 0
+    anchored = False
+    spans: list[_Span] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            shared += i2 - i1
+            # "Ines's" names whose brother or sister follows: a possessive does not anchor.
+            anchored = anchored or any(
+                kind(t) in _CONTENT and not t.endswith("'s") for t in old[i1:i2]
+            )
+            continue
+        after_number = i1 > 0 and j1 > 0 and kind(old[i1 - 1]) is TermKind.NUMBER
+        spans.append(
+            _Span(
+                old[i1:i2],
+                new[j1:j2],
+                tuple(old_words[i1:i2]),
+                tuple(new_words[j1:j2]),
+                after_number,
+                not anchored,
+            )
+        )
+    return shared, spans
+
+
+def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
+    for span in spans:
+        old_kinds = {kind(t) for t in span.old}
+        new_kinds = {kind(t) for t in span.new}
+        if (TermKind.PREFER in old_kinds and TermKind.AVOID in new_kinds) or (
+            TermKind.AVOID in old_kinds and TermKind.PREFER in new_kinds
+        ):
+            return span
+    return None
+
+
+def _verdict(
+    relation: Relation, reason: Reason, spans: Sequence[_Span], *kinds: TermKind
+) -> Verdict:
+    """A verdict naming the words of ``spans`` (only those of ``kinds``, when given)."""
+
+    def pick(found: tuple[str, ...], words: tuple[str, ...]) -> Iterator[str]:
+        return (w for t, w in zip(found, words, strict=True) if not kinds or kind(t) in kinds)
+
+    return Verdict(
+        relation,
+        reason,
+        tuple(w for s in spans for w in pick(s.old, s.old_words)),
+        tuple(w for s in spans for w in pick(s.new, s.new_words)),
+    )
+
+
+def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
+    """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
+
+    Args:
+        old: The stored text.
+        new: The incoming text.
+        same_subject: The caller knows both are about one subject (a key): skip rule 2.
+
+    Returns:
+        The verdict: relation, reason and the differing words.
+    """
+    a, old_words = terms_and_words(old)
+    b, new_words = terms_and_words(new)
+    if a == b:
+        return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    shared, spans = _spans(a, b, old_words, new_words)
+    # The same subject: enough of the longer text aligned, or all of the shorter one (a long
+    # added detail must not make an update look unrelated).
+    contained = shared == min(len(a), len(b))
+    too_little = shared < MIN_SHARED or (shared < MIN_OVERLAP * max(len(a), len(b)))
+    if too_little and not same_subject and not contained:
+        return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
+    if same_terms(a, b):
+        if is_near_duplicate(old, new):
+            return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
+        return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
+    if _negated(a) != _negated(b):
+        return _verdict(Relation.CONTRADICTION, Reason.NEGATION, spans, TermKind.NEGATION)
+    flip = _preference_flip(spans)
+    if flip is not None:
+        return _verdict(Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED, [flip])
+    replaced = [s for s in spans if s.old and s.new]
+    for wanted, reason in (
+        (TermKind.DATE, Reason.DATE_CHANGED),
+        (TermKind.NUMBER, Reason.NUMBER_CHANGED),
+    ):
+        hits = [s for s in replaced if _has(s.old, wanted) and _has(s.new, wanted)]
+        if hits:
+            return _verdict(Relation.CONTRADICTION, reason, hits)
+    units = [s for s in replaced if s.after_number]
+    if units:
+        return _verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[:1])
+    content = [s for s in replaced if _has(s.old, *_CONTENT) and _has(s.new, *_CONTENT)]
+    if content:
+        first = content[0]
+        if set(first.new) <= set(a) and set(first.old) <= set(b):
+            return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, [first])
+        if first.before_anchor:
+            return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
+        return _verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, [first])
+    if any(_has(s.new, *_CONTENT) for s in spans):
+        return _verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, spans)
+    if any(_has(s.old, *_CONTENT) for s in spans):
+        return _verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, spans)
+    # Only function words differ ("was" -> "is", "in" -> "at"): the same fact, a new wording.
+    return _verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, spans)
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def classify_values(old: object, new: object) -> Verdict:
+    """How a new value for a key relates to the value the key holds: the key path.
+
+    The key already says the subject is the same, so there is no ``unrelated``: values that do
+    not state the same fact and do not only add detail contradict each other.
+
+    Args:
+        old: The stored value (text or any JSON value).
+        new: The incoming value.
+
+    Returns:
+        ``duplicate``, ``compatible`` or ``contradiction`` with its reason.
+    """
+    if old == new:
+        return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    old_text, new_text = _as_text(old), _as_text(new)
+    verdict = classify(old_text, new_text, same_subject=True)
+    if verdict.relation is Relation.UNRELATED:
+        # Under one key a "new subject" is a new value: "Berlin" -> "Paris".
+        reason = (
+            Reason.OBJECT_CHANGED
+            if verdict.reason is Reason.SUBJECT_CHANGED
+            else Reason.VALUE_CHANGED
+        )
+        return Verdict(Relation.CONTRADICTION, reason, verdict.old_span, verdict.new_span)
+    if verdict.relation is Relation.COMPATIBLE and verdict.reason is Reason.PARAPHRASE:
+        return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE, verdict.old_span, verdict.new_span)
+    return verdict
