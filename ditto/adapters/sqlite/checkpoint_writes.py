@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ditto.adapters.sqlite import checkpoint_leases as leases
+from ditto.adapters.sqlite.journal import use_wal
 from ditto.adapters.sqlite.writer import WriterThread
 from ditto.errors import ErrorCode, ExceptionMapping, translate
 from ditto.runtime.checkpoints.port import CheckpointError, not_found
@@ -119,7 +120,7 @@ def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     try:
         # Before anything that may wait on a lock: switching to WAL needs one too.
         connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        use_wal(connection, busy_timeout_ms)
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.executescript(SCHEMA)
     except BaseException:

@@ -83,7 +83,9 @@ async def test_processes_racing_on_one_file_get_one_lease_per_id_and_distinct_to
     try:
         for name in names:
             command = [sys.executable, "-c", OPENER, str(path), name, str(ROUNDS)]
-            process = await anyio.open_process(command, cwd=REPO)
+            errors = (tmp_path / f"{name}.err").open("wb")
+            process = await anyio.open_process(command, cwd=REPO, stderr=errors)
+            errors.close()
             processes.append(process)
             assert process.stdout is not None
             outputs.append(BufferedByteReceiveStream(process.stdout))
@@ -93,7 +95,12 @@ async def test_processes_racing_on_one_file_get_one_lease_per_id_and_distinct_to
             for process in processes:
                 assert process.stdin is not None
                 await process.stdin.send(b"go\n")
-            reports = [json.loads(await _line(output)) for output in outputs]
+            reports = []
+            for name, output in zip(names, outputs, strict=True):
+                try:
+                    reports.append(json.loads(await _line(output)))
+                except (anyio.EndOfStream, anyio.IncompleteRead):  # it died: show why
+                    raise AssertionError((tmp_path / f"{name}.err").read_text()) from None
             assert [await process.wait() for process in processes] == [0] * PROCESSES
     finally:
         for process in processes:

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ditto.adapters.sqlite.journal import use_wal
 from ditto.errors import ErrorCode
 from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.model.errors import MemoryStoreError
@@ -232,7 +233,7 @@ def connect(path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> 
     # Before anything that may wait on a lock: switching to WAL needs one too.
     connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if not read_only:  # a read-only connection keeps the journal mode the file has
-        connection.execute("PRAGMA journal_mode = WAL")
+        use_wal(connection, busy_timeout_ms)
     connection.execute("PRAGMA synchronous = NORMAL")
     # Savepoint journals and the planner's TEMP tables stay in memory, never in temp files.
     connection.execute("PRAGMA temp_store = MEMORY")
