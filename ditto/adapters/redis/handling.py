@@ -75,6 +75,8 @@ class CallHandler:
         """Execution id -> the task running its handler (for cancel notices)."""
         self._cancelled: set[str] = set()
         self.handled = 0
+        self._active = 0
+        """Calls between being taken and being answered (one: a reply has nothing to wait for)."""
 
     async def handle(
         self, stream: str, entry_id: bytes, sealed: bytes, claimed: bool, fresh: bool = False
@@ -82,6 +84,15 @@ class CallHandler:
         """Open, admit, run and answer one call taken from ``stream`` (``claimed``: taken over
         from another worker, not read; ``fresh``: read in a read that took less than the
         takeover margin, see :meth:`Admission.admits_locally`)."""
+        self._active += 1
+        try:
+            await self._handle(stream, entry_id, sealed, claimed, fresh)
+        finally:
+            self._active -= 1
+
+    async def _handle(
+        self, stream: str, entry_id: bytes, sealed: bytes, claimed: bool, fresh: bool
+    ) -> None:
         try:
             envelope: CallEnvelope
             envelope, key = self._signer.open_keyed(sealed, CallEnvelope)
@@ -166,7 +177,7 @@ class CallHandler:
                 ),
                 key=key,
             )
-        await self._replies.send(stream, entry_id, envelope, sealed_reply)
+        await self._replies.send(stream, entry_id, envelope, sealed_reply, alone=self._active == 1)
 
     async def _bury(
         self, reason: DeadLetterReason, detail: str, stream: str, entry_id: bytes, sealed: bytes

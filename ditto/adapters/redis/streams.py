@@ -269,16 +269,18 @@ class RedisStreamsTransport:
         ``NO_WORKER``, ``KEY_MISMATCH``, ``FULL``).
 
         Calls submitted while a batch is being sent go out together in the next one (one round
-        trip for many calls under load). A call made while nothing is on the way waits one turn
-        of the loop: alone, it then goes out at once, without a hand-off to the sender task; made
-        in the same turn as others (replies read together resume their callers together), it
-        joins them, and the turn's calls share one pipeline instead of two."""
+        trip for many calls under load). A call made while nothing is on the way goes out at
+        once, without a hand-off to the sender task — after one turn of the loop when other calls
+        of this transport are waiting: replies read together resume their callers together, and
+        the turn's calls then share one pipeline instead of two. A lone call (sequential calls)
+        has nobody to wait for and skips that turn."""
         first = False
         if not self._sending and not self._outbox and self._send_sha is not None:
             self._sending += 1
             first = True
             try:
-                await asyncio.sleep(0)
+                if len(self._replies.waiting) > 1:
+                    await asyncio.sleep(0)
                 if not self._outbox:
                     with _TRANSPORT_ERRORS:
                         try:
