@@ -12,8 +12,10 @@ worker processes.
   figure with the core count in mind.
 * **Per-node overhead.** The same fan-out with a no-op handler remote and in-process, per node.
 
-Ditto signs every message (HMAC-SHA256), checks deadlines and liveness in the send script and
-deletes acknowledged calls; the raw baseline does none of that. Systems take turns round by
+Ditto encrypts and authenticates every message (ChaCha20-Poly1305), checks liveness, the
+workers' key and the queue's room in the send script, binds each call to its stream entry and
+records its execution id (so a replayed envelope never runs), renews calls in flight and deletes
+acknowledged ones; the raw baseline does none of that. Systems take turns round by
 round (``timing.alternate``); figures are medians over rounds with the lowest and highest round.
 
     python3 tasks.py bench remote_workers    (uses $DITTO_TEST_REDIS_URL or redis://127.0.0.1:6379/0)

@@ -1,20 +1,39 @@
 """Whether a worker may run a call it took: never an execution id twice, except the one
 documented redelivery.
 
-Before a call runs, one script (:data:`ADMIT_MANY`) checks that the entry is still pending for
-this worker and remembers the execution id under ``{prefix}seen:{execution id}`` — with the
-entry id, until a margin past the call's deadline. A captured envelope added to a calls stream
-again is a new entry with an execution id already seen: it is acknowledged and deleted in the
-same script, counted and logged (a warning the first time, then at debug level), and never run.
-The same entry delivered again — taken over from a worker that died holding it — runs again,
-with ``ctx.attempt`` = its delivery count: the one way an execution id runs twice, and what
-``ctx.idempotency_key`` is for.
+Every call is bound to the stream entry it was sent as. The caller chooses the entry id and
+seals it into the envelope (``CallEnvelope.entry_id``); the send script adds the call under that
+id and, in the same step, records the entry under ``{prefix}seen:{execution id}`` until a margin
+past the call's deadline (:mod:`~ditto.adapters.redis.keys`).
 
-Admissions are written in batches (group commit, as the replies are): a batch waits one turn of
+*Admitted locally, no round trip.* An entry this worker *read* (``XREADGROUP >``: its first
+delivery) runs at once when its sealed ``entry_id`` is its real id and the read was fresh — from
+sending the read to parsing its answer took less than ``claim_idle_ms`` minus two renewal
+intervals, so the entry cannot have been idle long enough for another worker to take it over,
+and the renewal thread holds it from then on. Why this cannot run a replay: a replay is a copy of
+a sealed call added to a stream again, and Redis never gives an id twice on a stream (ids only
+grow; ``XDEL`` and ``XTRIM`` do not lower the last one), so the copy's id is never the sealed one;
+and the id cannot be edited without the secret (the envelope is authenticated).
+
+*Checked in Redis* (:data:`ADMIT_MANY`): everything else — an entry taken over from a worker
+that died, a stale read, an envelope without ``entry_id`` (an older caller) or whose id Redis
+refused at send time (another caller's entry was newer), a replay. The script checks that the
+entry is still pending for this worker and compares it with the seen key: the entry the call was
+sent as runs (first delivery, or again when taken over, with ``ctx.attempt`` = its delivery
+count: the one way an execution id runs twice, and what ``ctx.idempotency_key`` is for); any
+other entry is a replay — acknowledged and deleted in the same script, counted and logged (a
+warning the first time, then at debug level), never run. With no seen key (an older caller's
+call) the first entry to be checked takes the execution id, as before.
+
+What defeats it: whoever can delete keys in Redis (``DEL`` of the seen key or the stream, which
+resets the stream's last id) or a Redis restart without persistence — then a copy can run again.
+The previous scheme (the seen key written by the first worker) fell to exactly the same; anyone
+who can do that can also delete or rewrite calls, and must not have Redis access.
+
+Checks are written in batches (group commit, as the replies are): a batch waits one turn of
 the event loop, so that every call of the same read joins it, and goes as *one* script call
 (the check above for each entry of the batch) — one round trip and one command for a whole
-read instead of a pipeline of one script call per entry, which cost the worker's loop a command
-to pack and parse per call and, for the first call of each read sent alone, a second round trip.
+read instead of a pipeline of one script call per entry.
 """
 
 from __future__ import annotations
@@ -27,17 +46,12 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ditto.adapters.redis.keys import GROUP, seen_key
+from ditto.adapters.redis.keys import GROUP, SEEN_MARGIN_MS, seen_key
 from ditto.runtime.transports.envelope import CallEnvelope
 
 __all__ = ("ADMIT_MANY", "SEEN_MARGIN_MS", "Admission", "Verdict")
 
 logger = logging.getLogger("ditto.remote")
-
-SEEN_MARGIN_MS = 60_000
-"""How long past a call's deadline its execution id stays remembered: a replay that arrives
-after that is past its deadline on any worker whose clock is less than this far behind, so it is
-never started (workers warn about a clock more than 2 s off Redis's)."""
 
 
 ADMIT_MANY = """
@@ -55,7 +69,7 @@ for i = 1, #KEYS, 2 do
       redis.call('SET', seen, entry, 'PX', ARGV[i + 3])
       verdicts[#verdicts + 1] = 1
     elseif held == entry then
-      verdicts[#verdicts + 1] = 2
+      verdicts[#verdicts + 1] = deliveries > 1 and 2 or 1
     else
       redis.call('XACK', stream, ARGV[1], entry)
       redis.call('XDEL', stream, entry)
@@ -68,14 +82,15 @@ return verdicts
 """
 """The admission of a batch of entries, each checked on its own. KEYS: for each entry, its
 execution id's seen key and its calls stream. ARGV: the group, this worker's id, then for each
-entry its id and the seen key's TTL in ms. Returns, for each entry, its verdict
-(:class:`Verdict`) and its delivery count."""
+entry its id and the seen key's TTL in ms (used only when no caller set the key: an older
+caller). Returns, for each entry, its verdict (:class:`Verdict`) and its delivery count."""
 
 
 class Verdict(IntEnum):
     """``ADMIT_MANY``'s answer for one entry:
 
-    * ``FIRST`` — a first delivery: the execution id is now remembered (with the entry id);
+    * ``FIRST`` — a first delivery of the entry the call was sent as (or, for an older
+      caller's call, of the first entry checked: the execution id is now remembered with it);
     * ``REDELIVERED`` — the same entry delivered again (taken over from a worker that died):
       it runs again;
     * ``REPLAY`` — the execution id was already taken from another entry: acknowledged and
@@ -100,6 +115,8 @@ class Admission:
         "_sending",
         "_sha",
         "_worker_id",
+        "admitted_locally",
+        "checked",
         "replays_dropped",
     )
 
@@ -112,6 +129,20 @@ class Admission:
         self._sending = False
         self.replays_dropped = 0
         """Envelopes refused because their execution id was already taken from another entry."""
+        self.admitted_locally = 0
+        """Entries admitted without a round trip (:meth:`admits_locally`)."""
+        self.checked = 0
+        """Entries checked in Redis (:data:`ADMIT_MANY`)."""
+
+    def admits_locally(self, entry_id: bytes, envelope: CallEnvelope, fresh: bool) -> bool:
+        """Whether ``entry_id`` may run without a check in Redis (verdict ``FIRST``, delivery
+        1): it was read (not taken over) in a fresh read (``fresh``) and is the entry the caller
+        bound the call to. Anything else goes through :meth:`admit`."""
+        bound = envelope.entry_id
+        if fresh and bound is not None and bound.encode() == entry_id:
+            self.admitted_locally += 1
+            return True
+        return False
 
     async def admit(
         self, stream: str, entry_id: bytes, envelope: CallEnvelope, remaining: float
@@ -119,6 +150,7 @@ class Admission:
         """The verdict on one entry and its delivery count (raises Redis errors: the call is
         then left pending, and taken over after ``claim_idle_ms``)."""
         ttl = max(0, int(remaining * 1000)) + SEEN_MARGIN_MS
+        self.checked += 1
         verdict, deliveries = await self._run(
             (seen_key(self._prefix, envelope.execution_id), stream), (entry_id, ttl)
         )

@@ -9,7 +9,8 @@ principal in clear. The stream is capped at about :data:`DEAD_LETTERS_KEPT` entr
 garbage added to a calls stream cannot fill Redis.
 
 An operator lists, shows, replays (a call whose deadline has not passed goes back to its stream,
-its execution id forgotten so that it runs) and purges them: ``ditto worker dead-letters``.
+its execution id now bound to the new entry so that it runs once more) and purges them:
+``ditto worker dead-letters``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from ditto.adapters.redis.keys import calls_key, dead_key, seen_key
+from ditto.adapters.redis.keys import SEEN_MARGIN_MS, calls_key, dead_key, seen_key
 from ditto.runtime.transports.envelope import CallEnvelope
 
 __all__ = (
@@ -38,6 +39,17 @@ __all__ = (
 
 DEAD_LETTERS_KEPT = 100_000
 """The dead-letter stream is trimmed to about this many entries (oldest first)."""
+
+_REPLAY_SCRIPT = """
+local entry = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+redis.call('SET', KEYS[2], entry, 'PX', ARGV[2])
+redis.call('XDEL', KEYS[3], ARGV[3])
+return entry
+"""
+"""KEYS: the calls stream, the execution id's seen key, the dead-letter stream. ARGV: the sealed
+call, the seen key's TTL in ms, the dead letter's id. Adds the call, binds the execution id to
+the new entry (a worker checks it in Redis: its sealed entry id is the old one) and removes the
+dead letter, in one step."""
 
 
 class DeadLetterReason(StrEnum):
@@ -182,24 +194,31 @@ async def replay_dead_letter(
 ) -> tuple[ReplayOutcome, DeadLetter | None]:
     """Put a dead call back on its stream, still sealed, if its deadline has not passed.
 
-    In one transaction: the execution id is forgotten (or a worker would drop the call as a
-    replay), the call is added to its node type's stream, and the dead letter is removed (if it
-    fails again, it comes back). Its caller may have had its answer already (an exhausted call
-    is answered ``DEAD_LETTERED``): a replay runs the side effects, it answers nobody new."""
+    In one script: the call is added to its node type's stream, its execution id is bound to the
+    new entry (or a worker would drop it as a replay of the entry it was first sent as), and the
+    dead letter is removed (if it fails again, it comes back). Its caller may have had its
+    answer already (an exhausted call is answered ``DEAD_LETTERED``): a replay runs the side
+    effects, it answers nobody new."""
     letter = await read_dead_letter(client, prefix, letter_id)
     if letter is None:
         return ReplayOutcome.NOT_FOUND, None
     if letter.node_type is None or letter.deadline is None or letter.execution_id is None:
         return ReplayOutcome.UNOPENED, letter
-    if letter.deadline <= (time.time() if now is None else now):
+    remaining = letter.deadline - (time.time() if now is None else now)
+    if remaining <= 0:
         return ReplayOutcome.EXPIRED, letter
     entries: Any = await client.xrange(dead_key(prefix), min=letter_id, max=letter_id, count=1)
     sealed = entries[0][1].get(b"e", b"")
-    async with client.pipeline(transaction=True) as pipe:
-        pipe.delete(seen_key(prefix, letter.execution_id))
-        pipe.xadd(calls_key(prefix, letter.node_type), {"e": sealed})
-        pipe.xdel(dead_key(prefix), letter_id)
-        await pipe.execute()
+    await client.eval(
+        _REPLAY_SCRIPT,
+        3,
+        calls_key(prefix, letter.node_type),
+        seen_key(prefix, letter.execution_id),
+        dead_key(prefix),
+        sealed,
+        int(remaining * 1000) + SEEN_MARGIN_MS,
+        letter_id,
+    )
     return ReplayOutcome.REPLAYED, letter
 
 

@@ -75,10 +75,24 @@ class CallHandler:
         """Execution id -> the task running its handler (for cancel notices)."""
         self._cancelled: set[str] = set()
         self.handled = 0
+        self._active = 0
+        """Calls between being taken and being answered (one: a reply has nothing to wait for)."""
 
-    async def handle(self, stream: str, entry_id: bytes, sealed: bytes, claimed: bool) -> None:
+    async def handle(
+        self, stream: str, entry_id: bytes, sealed: bytes, claimed: bool, fresh: bool = False
+    ) -> None:
         """Open, admit, run and answer one call taken from ``stream`` (``claimed``: taken over
-        from another worker, not read)."""
+        from another worker, not read; ``fresh``: read in a read that took less than the
+        takeover margin, see :meth:`Admission.admits_locally`)."""
+        self._active += 1
+        try:
+            await self._handle(stream, entry_id, sealed, claimed, fresh)
+        finally:
+            self._active -= 1
+
+    async def _handle(
+        self, stream: str, entry_id: bytes, sealed: bytes, claimed: bool, fresh: bool
+    ) -> None:
         try:
             envelope: CallEnvelope
             envelope, key = self._signer.open_keyed(sealed, CallEnvelope)
@@ -92,14 +106,19 @@ class CallHandler:
             await self._bury(DeadLetterReason.MISROUTED, detail, stream, entry_id, sealed)
             return
         remaining = envelope.deadline - time.time()
-        try:
-            verdict, deliveries = await self.admission.admit(stream, entry_id, envelope, remaining)
-        except (redis_errors.RedisError, OSError):
-            # Not run, still pending: a live worker takes it over after claim_idle_ms.
-            logger.warning("could not take %s %s: Redis failed", stream, text(entry_id))
-            return
-        if verdict in (Verdict.REPLAY, Verdict.NOT_OURS):
-            return
+        if self.admission.admits_locally(entry_id, envelope, fresh and not claimed):
+            deliveries = 1
+        else:
+            try:
+                verdict, deliveries = await self.admission.admit(
+                    stream, entry_id, envelope, remaining
+                )
+            except (redis_errors.RedisError, OSError):
+                # Not run, still pending: a live worker takes it over after claim_idle_ms.
+                logger.warning("could not take %s %s: Redis failed", stream, text(entry_id))
+                return
+            if verdict in (Verdict.REPLAY, Verdict.NOT_OURS):
+                return
         # The caller's attempt (its retries count up), plus this entry's redeliveries.
         attempt = envelope.attempt + deliveries - 1 if claimed else envelope.attempt
         queue_ms = max(0.0, time.time() * 1000 - _entry_ms(entry_id))
@@ -158,7 +177,7 @@ class CallHandler:
                 ),
                 key=key,
             )
-        await self._replies.send(stream, entry_id, envelope, sealed_reply)
+        await self._replies.send(stream, entry_id, envelope, sealed_reply, alone=self._active == 1)
 
     async def _bury(
         self, reason: DeadLetterReason, detail: str, stream: str, entry_id: bytes, sealed: bytes

@@ -13,11 +13,21 @@ Everything lives under one prefix (default ``ditto:``):
   a caller sends only when one of them is alive.
 * ``{prefix}worker:{worker id}`` — the worker's self-description, expiring with its heartbeat.
 * ``{prefix}cancel`` — a pub/sub channel of abandoned execution ids.
-* ``{prefix}seen:{execution id}`` — the calls entry id that first took this execution id,
-  expiring a margin after the call's deadline: a worker never runs an execution id a second time
-  from another entry (a replayed envelope), only the same entry taken over from a dead holder.
+* ``{prefix}seen:{execution id}`` — the calls entry id the execution id was sent as, set by the
+  send script in the same step as the ``XADD`` (or, for older callers, by the first worker to
+  take it), expiring a margin after the call's deadline: a worker never runs an execution id
+  from another entry (a replayed envelope), only that entry, and again only when taken over from
+  a dead holder.
 * ``{prefix}dead`` — the dead-letter stream: calls that could not be opened or that exhausted
   their deliveries, with the reason, still sealed.
+
+Each call is bound to its stream entry: the caller chooses the entry id (above the last one it
+knows for that stream), seals it into the envelope, and :data:`SEND_SCRIPT` adds the call under
+that id and records it as the execution id's seen entry. Redis never accepts an id at or below a
+stream's last one, so that id is given once: a copy of the envelope added again (a replay) gets
+another id, and the seen key names the original. When another caller's entry was newer, the
+script adds the call under a Redis-chosen id instead (no error, no second round trip) and records
+that one; the worker then checks the call in Redis (:mod:`~ditto.adapters.redis.admission`).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ __all__ = (
     "GROUP",
     "HEARTBEAT_SCRIPT",
     "RENEW_SCRIPT",
+    "SEEN_MARGIN_MS",
     "SEND_SCRIPT",
     "calls_key",
     "cancel_channel",
@@ -40,6 +51,11 @@ __all__ = (
 
 GROUP = "workers"
 
+SEEN_MARGIN_MS = 60_000
+"""How long past a call's deadline its execution id stays remembered: a replay that arrives
+after that is past its deadline on any worker whose clock is less than this far behind, so it is
+never started (workers warn about a clock more than 2 s off Redis's)."""
+
 SEND_SCRIPT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -49,15 +65,24 @@ if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'FULL' end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('XADD', KEYS[3], 'MAXLEN', '0', '*', 'open', '1')
 end
-redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
-return 'OK'
+local entry = redis.pcall('XADD', KEYS[1], ARGV[3], 'e', ARGV[2])
+if type(entry) == 'table' and entry.err then
+  entry = redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
+end
+redis.call('SET', KEYS[5], entry, 'PX', ARGV[4], 'NX')
+return entry
 """
 """KEYS: the calls stream, the node type's live-worker set, the caller's reply stream, the live
-workers with the caller's key. ARGV: the pending cap, the sealed call. One round trip answers
+workers with the caller's key, the execution id's seen key. ARGV: the pending cap, the sealed
+call, the entry id sealed in it, the seen key's TTL in ms. One round trip answers
 "is anyone alive", "can anyone alive verify this call" (a worker with another secret would
 drop it unread: the caller would only see a timeout), "is there room",
 makes sure the reply stream exists (an empty stream: workers only reply to streams that exist,
-so a closed caller's stream is never brought back) and sends."""
+so a closed caller's stream is never brought back), sends under the chosen id — or, when Redis
+refuses it (at or below the stream's last id: another caller's entry was newer), under one
+Redis chooses — and records the entry as the execution id's (``NX``: should the same sealed call
+be sent twice, the first entry keeps it and the second is a replay). Returns the entry id used,
+or ``NO_WORKER``, ``KEY_MISMATCH``, ``FULL``."""
 
 HEARTBEAT_SCRIPT = """
 local now = redis.call('TIME')

@@ -2,10 +2,11 @@
 batches (group commit).
 
 The first call to finish while nothing is being written waits one turn of the event loop (the
-calls finishing in the same turn join it), writes, and keeps writing whatever other calls
-finished meanwhile: under load replies share round trips as a hand-written worker pipelines
-them. A batch is one script call (``REPLY_MANY``: reply, acknowledge and delete each call), not
-three commands per call: the worker's loop packs and parses one command per batch. Replies go
+calls finishing in the same turn join it) — unless it is the worker's only call in flight, which
+nothing could join — writes, and keeps writing whatever other calls finished meanwhile: under
+load replies share round trips as a hand-written worker pipelines them. A batch is one script
+call (``REPLY_MANY``: reply, acknowledge and delete each call), not three commands per call: the
+worker's loop packs and parses one command per batch. Replies go
 only to reply streams that exist, so a caller that closed never gets its stream back.
 """
 
@@ -66,18 +67,22 @@ class ReplyWriter:
         entry_id: bytes,
         envelope: CallEnvelope | None,
         reply: bytes | None,
+        *,
+        alone: bool = False,
     ) -> None:
         """Reply (when there is someone to reply to), acknowledge and delete the call; returns
-        once that is written. A batch that fails is tried again until each call's deadline plus
-        a grace; a call whose reply never got out stays pending, and a live worker runs it again
-        after ``claim_idle_ms``."""
+        once that is written (``alone``: no other call is in flight, so none can join this
+        batch: it is written without waiting a turn). A batch that fails is tried again until
+        each call's deadline plus a grace; a call whose reply never got out stays pending, and a
+        live worker runs it again after ``claim_idle_ms``."""
         give_up = (envelope.deadline if envelope is not None else time.time()) + 5.0
         written = asyncio.get_running_loop().create_future()
         self._outbox.append(_Outgoing(stream, entry_id, envelope, reply, give_up, written))
         if not self._writing:
             self._writing = True
             try:
-                await asyncio.sleep(0)  # the calls finishing in this turn join the batch
+                if not alone:
+                    await asyncio.sleep(0)  # the calls finishing in this turn join the batch
                 while self._outbox:
                     batch, self._outbox = self._outbox, []
                     await self._write(batch)

@@ -11,7 +11,8 @@ Delivery is at-least-once, from Redis Streams consumer groups:
   (:mod:`~ditto.adapters.redis.renewal`, every fifth of ``claim_idle_ms``), so a slow call — or
   a handler that blocks the event loop — is never taken from a worker that is still on it.
 * An execution id runs once (:mod:`~ditto.adapters.redis.admission`): a replayed envelope is
-  acknowledged and dropped; only the same entry taken over from a dead holder runs again.
+  acknowledged and dropped; only the same entry taken over from a dead holder runs again. A call
+  read fresh, on the entry its caller bound it to, is admitted without a round trip.
 * A call whose deadline has passed is never started: it is answered ``timeout``.
 * A *failed* result is a result: it is replied and acknowledged, never retried.
 * A message that cannot be opened, or names another node type, is dead-lettered
@@ -132,6 +133,10 @@ class RemoteWorkerServer:
             prefix=prefix,
             max_deliveries=max_deliveries,
         )
+        self._fresh_read = self.claim_idle_ms / 1000 - 2 * self._renewal.interval
+        """A read answered within this many seconds of being sent is fresh: none of its entries
+        has been idle long enough to be taken over, and the renewal thread holds them from
+        ``_start`` on — so an entry bound to its id may skip the admission round trip."""
         self._inflight: dict[asyncio.Task[None], tuple[str, bytes]] = {}
         """Every call taken and not yet answered: its task -> (its stream, its entry id)."""
         self._free = concurrency
@@ -190,6 +195,7 @@ class RemoteWorkerServer:
             try:
                 if not self._groups_ready:
                     await self._ensure_groups()
+                sent_at = time.monotonic()
                 answer: Any = await self._client.xreadgroup(
                     GROUP,
                     self.worker_id,
@@ -207,14 +213,20 @@ class RemoteWorkerServer:
             except (redis_errors.RedisError, OSError):
                 await asyncio.sleep(RETRY_DELAY)
                 continue
+            fresh = time.monotonic() - sent_at < self._fresh_read
             for stream, entries in answer or ():
                 for entry_id, fields in entries:
-                    self._start(text(stream), entry_id, fields.get(b"e", b""), claimed=False)
+                    self._start(
+                        text(stream), entry_id, fields.get(b"e", b""), claimed=False, fresh=fresh
+                    )
 
-    def _start(self, stream: str, entry_id: bytes, sealed: bytes, *, claimed: bool) -> None:
+    def _start(
+        self, stream: str, entry_id: bytes, sealed: bytes, *, claimed: bool, fresh: bool = False
+    ) -> None:
         self._free -= 1
+        # Held before anything else can run: a fresh read's entries must be renewed from here.
         self._renewal.hold(stream, entry_id)
-        task = asyncio.create_task(self._calls.handle(stream, entry_id, sealed, claimed))
+        task = asyncio.create_task(self._calls.handle(stream, entry_id, sealed, claimed, fresh))
         self._inflight[task] = (stream, entry_id)
         task.add_done_callback(self._done)
 
@@ -267,6 +279,8 @@ class RemoteWorkerServer:
             "free": self._free,
             "handled": self._calls.handled,
             "replays_dropped": self._calls.admission.replays_dropped,
+            "admitted_locally": self._calls.admission.admitted_locally,
+            "admission_checks": self._calls.admission.checked,
             "dead_lettered": self._calls.dead.added,
             "claim_idle_ms": self.claim_idle_ms,
             "started_at": self.started_at,

@@ -2,7 +2,11 @@
 
 A call is one Lua script (``SEND_SCRIPT``): it fails fast when no live worker serves the node
 type (``NO_WORKER_AVAILABLE``, decided on the Redis server's clock) or when too many calls are
-waiting (``QUEUE_FULL``), and otherwise adds the sealed call to the node type's stream. Workers
+waiting (``QUEUE_FULL``), and otherwise adds the sealed call to the node type's stream under the
+entry id this caller chose and sealed into it (above the last id it knows on that stream; when
+another caller's entry was newer, Redis chooses one and the caller learns it), recording that
+entry as the execution id's (:mod:`~ditto.adapters.redis.keys`), so that a worker reading it
+fresh runs it without checking it in Redis (:mod:`~ditto.adapters.redis.admission`). Workers
 read it through a consumer group; one of them replies on this runtime's reply stream, which a
 single listener task reads and hands to the waiting call by execution id. The first reply for an
 execution id wins; a later one (a redelivered call that also finished) is dropped.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Self
@@ -31,12 +36,14 @@ from redis import exceptions as redis_errors
 from ditto.adapters.redis.cancels import CancelNotices
 from ditto.adapters.redis.clocks import ClockWatch
 from ditto.adapters.redis.keys import (
+    SEEN_MARGIN_MS,
     SEND_SCRIPT,
     calls_key,
     cancel_channel,
     keyed_nodes_key,
     nodes_key,
     replies_key,
+    seen_key,
 )
 from ditto.adapters.redis.listener import ReplyListener
 from ditto.errors import (
@@ -63,6 +70,8 @@ DEFAULT_MAX_PENDING = 10_000
 """Calls of one node type waiting or running before new ones get ``QUEUE_FULL``."""
 _SEND_BATCH = 512
 """Most calls sent in one pipeline (about 10 ms of the loop's time to pack and parse)."""
+_REFUSED = (b"NO_WORKER", b"FULL", b"KEY_MISMATCH")
+"""The send script's answers that mean nothing was sent (any other answer is the entry id)."""
 
 
 def unavailable() -> DittoError:
@@ -122,10 +131,14 @@ class RedisStreamsTransport:
             client, self._reply_to, f"{prefix}live:{self._id}", signer, self._notify_lost
         )
         self._sender: asyncio.Task[None] | None = None
-        self._outbox: list[tuple[str, bytes, asyncio.Future[bytes]]] = []
+        self._outbox: list[tuple[tuple[Any, ...], asyncio.Future[bytes]]] = []
         self._outbox_ready = asyncio.Event()
         self._sending = 0
         """Sends on the way: while there are any, new calls wait for the next batch."""
+        self._keys: dict[str, tuple[str, str, str]] = {}
+        """Node type -> its calls stream, live-worker set and live-with-our-key set."""
+        self._last_ids: dict[str, tuple[int, int]] = {}
+        """Calls stream -> the highest entry id this caller chose or saw used there."""
         self._clocks = ClockWatch(client, prefix)
         self._cancels = CancelNotices(client, cancel_channel(prefix), self._seal_cancel)
         self._closed = False
@@ -167,11 +180,26 @@ class RedisStreamsTransport:
     async def call(self, envelope: CallEnvelope, timeout: float) -> ReplyEnvelope:
         if self._closed:
             raise unavailable()
-        ahead = self._clocks.ahead(envelope.node_type)
-        if ahead:  # every live worker's clock runs ahead: give them the budget on theirs
-            envelope = msgspec.structs.replace(envelope, deadline=envelope.deadline + ahead)
-        sealed = self._signer.seal(envelope)
+        node_type = envelope.node_type
+        keys = self._keys.get(node_type) or self._keys_of(node_type)
+        entry_id = self._next_id(keys[0])
+        # Every live worker's clock runs ahead: give them the budget on theirs.
+        deadline = envelope.deadline + self._clocks.ahead(node_type)
+        sealed = self._signer.seal(
+            msgspec.structs.replace(envelope, deadline=deadline, entry_id=entry_id)
+        )
         execution_id = envelope.execution_id
+        arguments = (
+            5,
+            *keys[:2],
+            self._reply_to,
+            keys[2],
+            seen_key(self._prefix, execution_id),
+            self._max_pending,
+            sealed,
+            entry_id,
+            max(0, int(timeout * 1000)) + SEEN_MARGIN_MS,
+        )
         waiter = self._replies.expect(execution_id)
         # Until Redis says it refused the call, a worker may hold it: a caller that leaves even
         # while its send is in flight owes a cancel notice (one for an id no worker holds is
@@ -179,24 +207,12 @@ class RedisStreamsTransport:
         queued = True
         try:
             async with asyncio.timeout(timeout):
-                outcome = await self._submit(envelope.node_type, sealed)
-                if outcome in (b"NO_WORKER", b"FULL", b"KEY_MISMATCH"):
+                outcome = await self._submit(arguments)
+                if outcome in _REFUSED:
                     queued = False
-                if outcome == b"NO_WORKER":
-                    raise NoWorkerAvailableError(envelope.node_type)
-                if outcome == b"KEY_MISMATCH":
-                    raise DittoError(
-                        f"the live workers of {envelope.node_type} hold another "
-                        "DITTO_REMOTE_SECRET: none could verify this call, so it was not sent",
-                        code=ErrorCode.REMOTE_KEY_MISMATCH,
-                    )
-                if outcome == b"FULL":
-                    raise DittoError(
-                        f"{self._max_pending:,} calls of {envelope.node_type} are already "
-                        "waiting for a remote worker",
-                        code=ErrorCode.QUEUE_FULL,
-                        retryable=True,
-                    )
+                    raise self._refusal(outcome, node_type)
+                if outcome != entry_id.encode():  # Redis chose: another caller's was newer
+                    self._saw_id(keys[0], outcome)
                 self._replies.sent(execution_id)
                 return await waiter
         except BaseException:
@@ -207,32 +223,79 @@ class RedisStreamsTransport:
         finally:
             self._replies.forget(execution_id)
 
-    async def _submit(self, node_type: str, sealed: bytes) -> bytes:
-        """Hand a sealed call to the sender task; its outcome (``OK``, ``NO_WORKER``, ``FULL``).
+    def _refusal(self, outcome: bytes, node_type: str) -> DittoError:
+        if outcome == b"NO_WORKER":
+            return NoWorkerAvailableError(node_type)
+        if outcome == b"KEY_MISMATCH":
+            return DittoError(
+                f"the live workers of {node_type} hold another "
+                "DITTO_REMOTE_SECRET: none could verify this call, so it was not sent",
+                code=ErrorCode.REMOTE_KEY_MISMATCH,
+            )
+        return DittoError(
+            f"{self._max_pending:,} calls of {node_type} are already waiting for a remote worker",
+            code=ErrorCode.QUEUE_FULL,
+            retryable=True,
+        )
+
+    def _keys_of(self, node_type: str) -> tuple[str, str, str]:
+        keys = (
+            calls_key(self._prefix, node_type),
+            nodes_key(self._prefix, node_type),
+            keyed_nodes_key(self._prefix, node_type, self._fingerprint),
+        )
+        self._keys[node_type] = keys
+        return keys
+
+    def _next_id(self, stream: str) -> str:
+        """An entry id above every one this caller chose or saw on ``stream``: the current
+        millisecond, or — within the same (or a clock that stepped back) — the next sequence
+        number. Chosen when the call is sealed, so calls go out in the order of their ids."""
+        now_ms = int(time.time() * 1000)
+        last = self._last_ids.get(stream)
+        chosen = (now_ms, 0) if last is None or now_ms > last[0] else (last[0], last[1] + 1)
+        self._last_ids[stream] = chosen
+        return f"{chosen[0]}-{chosen[1]}"
+
+    def _saw_id(self, stream: str, used: bytes) -> None:
+        """Redis added a call under ``used`` (it refused the chosen id): choose above it next."""
+        milliseconds, _, sequence = used.partition(b"-")
+        seen = (int(milliseconds), int(sequence or 0))
+        if seen > self._last_ids.get(stream, (0, 0)):
+            self._last_ids[stream] = seen
+
+    async def _submit(self, arguments: tuple[Any, ...]) -> bytes:
+        """Hand a call's send-script arguments to the sender task; its outcome (the entry id,
+        ``NO_WORKER``, ``KEY_MISMATCH``, ``FULL``).
 
         Calls submitted while a batch is being sent go out together in the next one (one round
-        trip for many calls under load). A call made while nothing is on the way waits one turn
-        of the loop: alone, it then goes out at once, without a hand-off to the sender task; made
-        in the same turn as others (replies read together resume their callers together), it
-        joins them, and the turn's calls share one pipeline instead of two."""
-        if not self._sending and self._send_sha is not None:
+        trip for many calls under load). A call made while nothing is on the way goes out at
+        once, without a hand-off to the sender task — after one turn of the loop when other calls
+        of this transport are waiting: replies read together resume their callers together, and
+        the turn's calls then share one pipeline instead of two. A lone call (sequential calls)
+        has nobody to wait for and skips that turn."""
+        first = False
+        if not self._sending and not self._outbox and self._send_sha is not None:
             self._sending += 1
+            first = True
             try:
-                await asyncio.sleep(0)
+                if len(self._replies.waiting) > 1:
+                    await asyncio.sleep(0)
                 if not self._outbox:
                     with _TRANSPORT_ERRORS:
                         try:
-                            return bytes(
-                                await self._client.evalsha(
-                                    self._send_sha, *self._send_args(node_type, sealed)
-                                )
-                            )
+                            return bytes(await self._client.evalsha(self._send_sha, *arguments))
                         except redis_errors.NoScriptError:
                             self._send_sha = None  # Redis lost its scripts: the sender loads it
             finally:
                 self._sending -= 1
         sent: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._outbox.append((node_type, sealed, sent))
+        if first:
+            # Its entry id was chosen before those of the calls queued meanwhile: it goes first,
+            # or Redis would refuse its id (below theirs) and choose another.
+            self._outbox.insert(0, (arguments, sent))
+        else:
+            self._outbox.append((arguments, sent))
         self._outbox_ready.set()
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(
@@ -250,17 +313,17 @@ class RedisStreamsTransport:
             del self._outbox[:_SEND_BATCH]
             if self._outbox:
                 self._outbox_ready.set()
-            batch = [item for item in batch if not item[2].done()]  # callers that gave up
+            batch = [item for item in batch if not item[1].done()]  # callers that gave up
             if not batch:
                 continue
             self._sending += 1
             try:
-                outcomes = await self._send_pipelined([(node, sealed) for node, sealed, _ in batch])
+                outcomes = await self._send_pipelined([arguments for arguments, _ in batch])
             except (redis_errors.RedisError, OSError) as exc:
                 outcomes = [exc] * len(batch)
             finally:
                 self._sending -= 1
-            for (_, _, sent), outcome in zip(batch, outcomes, strict=True):
+            for (_, sent), outcome in zip(batch, outcomes, strict=True):
                 if sent.done():
                     continue
                 if isinstance(outcome, BaseException):
@@ -268,8 +331,9 @@ class RedisStreamsTransport:
                 else:
                     sent.set_result(outcome)
 
-    async def _send_pipelined(self, batch: Sequence[tuple[str, bytes]]) -> list[Any]:
-        """Run the send script for every call of ``batch`` in one pipeline.
+    async def _send_pipelined(self, batch: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run the send script for every call of ``batch`` in one pipeline, in order (their
+        entry ids grow with it).
 
         The script is loaded once and called by its SHA (redis-py's pipelined ``Script`` would
         ask ``SCRIPT EXISTS`` on every batch: one more round trip per call when calls come one
@@ -278,25 +342,13 @@ class RedisStreamsTransport:
             if self._send_sha is None:
                 self._send_sha = await self._client.script_load(SEND_SCRIPT)
             async with self._client.pipeline(transaction=False) as pipe:
-                for node_type, sealed in batch:
-                    pipe.evalsha(self._send_sha, *self._send_args(node_type, sealed))
+                for arguments in batch:
+                    pipe.evalsha(self._send_sha, *arguments)
                 outcomes: list[Any] = await pipe.execute(raise_on_error=False)
             if not any(isinstance(outcome, redis_errors.NoScriptError) for outcome in outcomes):
                 return outcomes
             self._send_sha = None  # Redis lost its scripts (a restart): load and send again
         return outcomes
-
-    def _send_args(self, node_type: str, sealed: bytes) -> tuple[Any, ...]:
-        """``SEND_SCRIPT``'s key count, keys and arguments for one call."""
-        return (
-            4,
-            calls_key(self._prefix, node_type),
-            nodes_key(self._prefix, node_type),
-            self._reply_to,
-            keyed_nodes_key(self._prefix, node_type, self._fingerprint),
-            self._max_pending,
-            sealed,
-        )
 
     def _seal_cancel(self, execution_id: str) -> bytes:
         return self._signer.seal(CancelNotice(execution_id))
@@ -327,7 +379,7 @@ class RedisStreamsTransport:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
-        for _, _, sent in self._outbox:
+        for _, sent in self._outbox:
             if not sent.done():
                 sent.set_exception(unavailable())
         await self._replies.aclose(unavailable)

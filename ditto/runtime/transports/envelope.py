@@ -74,6 +74,12 @@ class CallEnvelope(msgspec.Struct, frozen=True, array_like=True):
     idempotency_key: str | None = None
     """The call's ``ctx.idempotency_key`` (last and optional: older callers' envelopes still
     decode, and the worker then uses the execution id)."""
+    entry_id: str | None = None
+    """The stream entry id the caller chose for this call (``"<ms>-<seq>"``), sealed so that a
+    worker can tell the entry it was sent as from any copy added later: a stream never accepts an
+    id twice, so only that first entry carries it. ``None`` from older callers, and the entry's
+    id differs when Redis refused the chosen one (another caller's entry was newer); either way
+    the worker then checks the call in Redis (:mod:`ditto.adapters.redis.admission`)."""
 
 
 class ReplyEnvelope(msgspec.Struct, frozen=True, array_like=True):

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from typer.testing import CliRunner, Result
 
 from ditto.adapters.redis.dead_letters import DeadLetterReason, DeadLetters
-from ditto.adapters.redis.keys import calls_key, dead_key, seen_key
+from ditto.adapters.redis.keys import SEEN_MARGIN_MS, calls_key, dead_key, seen_key
 from ditto.app.cli.app import app
 from ditto.runtime.transports.envelope import CallEnvelope, Signer
 from tests.adapters.redis.remote.processes import free_port
@@ -152,7 +152,12 @@ def test_replay_puts_a_live_call_back_on_its_stream(space: Space) -> None:
     assert "replayed" in result.stdout
     calls: Any = space.client.xrange(calls_key(space.prefix, NODE))
     assert [fields[b"e"] for _, fields in calls] == [sealed]
-    assert space.client.exists(seen_key(space.prefix, execution_id)) == 0  # runs, not a replay
+    # Bound to the new entry: a worker runs it, where it would drop the old entry's copy.
+    assert space.client.get(seen_key(space.prefix, execution_id)) == calls[0][0]
+    # Remembered until the margin past the call's deadline (30 s away), as a send does.
+    assert (
+        30_000 < space.client.pttl(seen_key(space.prefix, execution_id)) <= 30_000 + SEEN_MARGIN_MS
+    )
     assert letter not in space.ids()
 
 
