@@ -1,0 +1,8 @@
+"""The MEMORY write policy: pure stages a write passes before it reaches the store.
+
+Each stage is a library with no driver and no I/O, so the worker (and the benchmarks) call it
+directly: :mod:`workers.memory.policy.safety` finds secrets, personal data and prompt
+injections and redacts them; its patterns and thresholds are data in
+:mod:`workers.memory.policy.safety_rules`. Import the modules themselves: this package
+re-exports nothing, so importing one stage never loads another.
+"""

@@ -1,0 +1,154 @@
+"""Validators a regex match must pass before it counts: checksums, structure and entropy.
+
+A regex finds what *looks like* a card or a token; these functions decide whether it is one.
+Each takes the matched text (and the rules, for the thresholds) and returns a bool; the
+scanner looks them up by the name a pattern row gives in ``check``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from workers.memory.policy.safety_patterns import CARD_PREFIXES, IBAN_LENGTHS
+from workers.memory.policy.safety_rules import SafetyRules
+
+__all__ = ("CHECKS", "Check", "iban_valid", "luhn_valid", "shannon_entropy")
+
+Check = Callable[[str, SafetyRules], bool]
+"""A validator: the matched text and the rules in force -> whether the match counts."""
+
+_SEPARATORS = re.compile(r"[ ()./-]")
+_HEX = re.compile(r"[0-9a-fA-F-]+")
+_PLACEHOLDER_VALUE = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>?|\$\{?\w*\}?|(?:your|my)[\w-]*)$")
+
+
+def luhn_valid(digits: str) -> bool:
+    """Whether a digit string passes the Luhn checksum (payment cards, some ids).
+
+    Args:
+        digits: Digits only.
+
+    Returns:
+        True when the checksum digit matches.
+    """
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def iban_valid(compact: str) -> bool:
+    """Whether an IBAN (no spaces, upper case) has its country's length and passes mod-97.
+
+    Args:
+        compact: The IBAN with separators removed.
+
+    Returns:
+        True for a well-formed IBAN of a known country.
+    """
+    if IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    rearranged = compact[4:] + compact[:4]
+    # Letters count as 10..35 (ISO 13616); int() of the joined digits is exact at any length.
+    number = "".join(str(int(char, 36)) for char in rearranged)
+    return int(number) % 97 == 1
+
+
+def shannon_entropy(token: str) -> float:
+    """The Shannon entropy of a string's characters, in bits per character.
+
+    Args:
+        token: Any non-empty string.
+
+    Returns:
+        ``-sum(p * log2 p)`` over the character frequencies.
+    """
+    size = len(token)
+    return -sum(n / size * math.log2(n / size) for n in Counter(token).values())
+
+
+def _card(text: str, rules: SafetyRules) -> bool:
+    digits = text.replace(" ", "").replace("-", "")
+    # Grouped numbers use one separator kind: "4111 1111-1111 1111" is two numbers glued.
+    if " " in text and "-" in text:
+        return False
+    if not luhn_valid(digits):
+        return False
+    size = len(digits)
+    for low, high, shortest, longest in CARD_PREFIXES:
+        width = len(str(low))
+        if low <= int(digits[:width]) <= high and shortest <= size <= longest:
+            return True
+    return False
+
+
+def _iban(text: str, rules: SafetyRules) -> bool:
+    return iban_valid(text.replace(" ", ""))
+
+
+def _jwt(text: str, rules: SafetyRules) -> bool:
+    header = text.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except (binascii.Error, ValueError):
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded
+
+
+def _entropy(token: str, rules: SafetyRules) -> bool:
+    # Hex (git SHAs, content hashes, UUIDs) is an identifier far more often than a secret in
+    # chat memory; a hex secret with a name ("token=...") is caught by the assignment rule.
+    if _HEX.fullmatch(token):
+        return False
+    has_digit = has_lower = has_upper = False
+    for char in token:
+        if char.isdigit():
+            has_digit = True
+        elif char.islower():
+            has_lower = True
+        elif char.isupper():
+            has_upper = True
+    # A random 20+ character token almost surely mixes digits with letters; identifiers
+    # (snake_case names, CamelCase words) usually lack digits or one of the cases.
+    if not (has_digit and (has_lower or has_upper)):
+        return False
+    if not (has_lower and has_upper) and "_" in token:
+        return False
+    return shannon_entropy(token) >= rules.entropy_threshold
+
+
+def _assignment(value: str, rules: SafetyRules) -> bool:
+    value = value.rstrip(".,;:!?\"'")
+    if len(value) < 8 or _PLACEHOLDER_VALUE.match(value):
+        return False
+    # A plain word or phrase ("password=reset", "token: expired") is not a secret.
+    return any(not char.isalpha() or char.isupper() for char in value[1:])
+
+
+def _phone(text: str, rules: SafetyRules) -> bool:
+    digits = sum(char.isdigit() for char in text)
+    # A bare run of digits is an order or account number; a phone number is written with
+    # a "+" or separators.
+    if not (text.startswith("+") or _SEPARATORS.search(text)):
+        return False
+    return 8 <= digits <= 15
+
+
+CHECKS: Mapping[str, Check] = {
+    "card": _card,
+    "iban": _iban,
+    "jwt": _jwt,
+    "entropy": _entropy,
+    "assignment": _assignment,
+    "phone": _phone,
+}
+"""Validators by the name a :class:`~workers.memory.policy.safety_patterns.PatternSpec` gives."""
