@@ -103,8 +103,11 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
     ),
     PatternSpec(
         "private_key",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:"
+        r"[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+        # A block pasted without its END line: its header lines and base64 lines, no further,
+        # so the rest of the text keeps its own findings.
+        r"|(?:[ \t]*\r?\n(?:[A-Za-z-]+:[^\n]*|[A-Za-z0-9+/=]+))*)",
         gate="private key",
     ),
     PatternSpec(
