@@ -11,8 +11,9 @@ Per kind, over the cases of a split: **precision** (cases flagged with the kind 
 it), **recall** (cases carrying the kind that were flagged with it), **fp_benign** (benign
 cases, no kind at all, flagged with it). The group rows judge the acceptance targets:
 ``secret/pii`` (any secret or personal-data kind found in a case that has one; flagged with any
-of them in a benign case) and ``injection``. Cost is µs per text: the fastest of a few passes
-over the split (other processes only add time).
+of them in a benign case) and ``injection``. Cost is µs per text (every text, and those of at
+most 120 characters): the fastest of a few passes over the split (other processes only add
+time).
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def _row(name: str, tp: int, fp: int, fn: int, benign_fp: int, benign: int) -> s
     return f"  {name:<13} {tp + fn:>6} {precision:>9.3f} {recall:>7.3f} {fpr:>10.3%}  {verdict}"
 
 
+def _micros(scanner: SafetyScanner, texts: Sequence[str]) -> float:
+    """µs per text: the fastest of a few passes (other processes only ever add time)."""
+    best = float("inf")
+    for _ in range(PASSES):
+        started = perf_counter()
+        for text in texts:
+            scanner.scan(text)
+        best = min(best, perf_counter() - started)
+    return best / max(1, len(texts)) * 1e6
+
+
 def section_safety(splits: Sequence[str]) -> None:
     """Print the safety stage's detection quality and cost, per split."""
     cases = _load("safety.jsonl")
@@ -58,17 +70,16 @@ def section_safety(splits: Sequence[str]) -> None:
     for split in splits:
         rows = [case for case in cases if case["split"] == split]
         texts = [str(case["text"]) for case in rows]
-        best = float("inf")
-        for _ in range(PASSES):
-            started = perf_counter()
-            found = [scanner.scan(text) for text in texts]
-            best = min(best, perf_counter() - started)
+        found = [scanner.scan(text) for text in texts]
+        short = [text for text, case in zip(texts, rows, strict=True) if len(text) <= 120]
+        cost, cost_short = _micros(scanner, texts), _micros(scanner, short)
         predicted = [{f.kind for f in findings} for findings in found]
         truth = [set(case["kinds"]) for case in rows]  # type: ignore[call-overload]
         benign = [i for i, kinds in enumerate(truth) if not kinds]
         print(
-            f"-- {split}: {len(rows)} cases ({len(benign)} benign), "
-            f"{best / len(rows) * 1e6:.1f} µs per text"
+            f"-- {split}: {len(rows)} cases ({len(benign)} benign); "
+            f"{cost:.1f} µs per text, {cost_short:.1f} µs per short text (<= 120 chars, "
+            f"{len(short)} of them)"
         )
         print(f"  {'kind':<13} {'cases':>6} {'precision':>9} {'recall':>7} {'fp_benign':>10}")
         groups: dict[str, Callable[[set[str]], bool]] = {

@@ -102,6 +102,7 @@ class _Detector:
     also: tuple[str, ...]
     pre: re.Pattern[str] | None
     narrowed: bool
+    fallback: bool
     """The pattern has a group ``v``: the finding is that group, not the whole match."""
 
 
@@ -151,13 +152,15 @@ class SafetyScanner:
             pre = None if spec.pre is None else pres.setdefault(spec.pre, re.compile(spec.pre))
             narrowed = "v" in regex.groupindex
             gate, also = _literals(spec.gate), _literals(spec.also)
-            detectors.append(_Detector(spec.kind, regex, check, gate, also, pre, narrowed))
+            detectors.append(
+                _Detector(spec.kind, regex, check, gate, also, pre, narrowed, spec.fallback)
+            )
         for extra in self.rules.extra_patterns:
             if extra.kind in self.rules.disabled:
                 continue
             regex = re.compile(extra.pattern)
             narrowed = "v" in regex.groupindex
-            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed))
+            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed, False))
         self._detectors = tuple(detectors)
 
     def scan(self, text: str) -> list[Finding]:
@@ -200,6 +203,8 @@ class SafetyScanner:
             for match in detector.regex.finditer(text):
                 start, end = match.span("v") if detector.narrowed else match.span()
                 if start == end or start < 0:
+                    continue
+                if detector.fallback and any(f.start < end and start < f.end for f in found):
                     continue
                 if detector.check is not None and not detector.check(text[start:end], self.rules):
                     continue

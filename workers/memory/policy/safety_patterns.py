@@ -45,6 +45,9 @@ class PatternSpec:
     """A second ``|``-separated set of which one literal must also occur (a verb *and* a noun)."""
     pre: str | None = None
     """A cheap regex that must find something first (seven digits before a card or phone)."""
+    fallback: bool = False
+    """Report a match only where no earlier row found anything: a catch-all whose check is
+    costly (entropy) is not run over a key or a JWT that a specific row already named."""
 
 
 _STRONG = (
@@ -92,6 +95,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"[\"']?(?P<v>[A-Za-z0-9_\-./+=~!@#$%^&*]{8,})",
         check="assignment",
         gate="key|secret|token|pass|pwd",
+        also=":|=",
         ignore_case=True,
     ),
     PatternSpec(
@@ -104,7 +108,9 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
     PatternSpec(
         "private_key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:"
-        r"[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+        # The body never holds "--" (base64 and "Proc-Type:" headers), so the lazy scan stops at
+        # the next dashes: many BEGIN lines without an END cost linear time, not quadratic.
+        r"(?:[^-]|-(?!-)){0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         # A block pasted without its END line: its header lines and base64 lines, no further,
         # so the rest of the text keeps its own findings.
         r"|(?:[ \t]*\r?\n(?:[A-Za-z-]+:[^\n]*|[A-Za-z0-9+/=]+))*)",
@@ -114,7 +120,12 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         "jwt", _B + r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "jwt", "eyj"
     ),
     # Any long token; the entropy check (threshold and length in SafetyRules) decides.
-    PatternSpec("high_entropy", r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{%(min)d,}", "entropy"),
+    PatternSpec(
+        "high_entropy",
+        r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{%(min)d,}",
+        "entropy",
+        fallback=True,
+    ),
     # ------------------------------------------------------------ payment and bank data
     PatternSpec(
         "card",
@@ -124,15 +135,17 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
     ),
     PatternSpec(
         "iban",
-        r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b",
+        # Starts with a character class, not \b, so the engine can skip to capitals.
+        r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b",
         "iban",
-        pre=r"[A-Z]{2}\d{2}",
     ),
     # ------------------------------------------------------------ contact data
     PatternSpec(
         "email",
-        r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*"
-        r"[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}\b",
+        # Local part and DNS labels bounded by their RFC lengths (64 and 63), which also bounds
+        # the backtracking on a long run of letters after an "@".
+        r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9-]"
+        r"{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}\b",
         gate="@",
     ),
     # International (E.164, with or without separators), North American, European national
@@ -157,7 +170,9 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"|^[ \t]*#{2,4}[ \t]*instructions?[ \t]*:"
         r"|</?(?:tool_call|tool_use|function_calls?|tool_result)>|<invoke\s+name="
         r"|\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]{1,64}\"\s*,\s*\"(?:arguments|parameters|input)\"\s*:",
-        gate="<|[|#|{",
+        # (Literals only: "|" separates them, so "<|" is gated by the word that follows it.)
+        gate="im_start|im_end|endoftext|header_id|eot_id|system|inst]|<<|##|<tool|</tool"
+        '|<function|</function|<invoke|"name"|"tool"',
         ignore_case=True,
     ),
     # "Ignore previous instructions" and its family, English: a verb, a qualifier that points
@@ -214,20 +229,37 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         gate="system prompt|hidden instructions|initial instructions",
         ignore_case=True,
     ),
-    # The same family in a few other languages (Russian, Chinese, Spanish, French, German).
+    # The same family in a few other languages, one row each so that English text (which
+    # shares "ignor" and "instruc" with them) never pays for their regexes.
     PatternSpec(
         "injection",
         r"(?:игнорир\w*|забудь\w*|не\s+обращай\w*\s+внимания\s+на)\s+(?:\w+\s+){0,3}"
-        r"(?:инструкци\w*|указани\w*|правил\w*|промпт\w*)"
-        r"|(?:忽略|忽视|无视|忘记|不要理会)(?:掉)?(?:你)?(?:之前|以前|先前|上面|以上|前面|所有|全部)"
-        r"(?:的)?(?:所有|全部)?(?:的)?(?:指令|指示|说明|提示|规则)"
-        r"|(?:ignora|olvida|omite)r?\s+(?:\w+\s+){0,3}(?:instrucciones|indicaciones|reglas)"
-        r"|(?:ignore[zr]?|oublie[zr]?)\s+(?:\w+\s+){0,3}(?:instructions|consignes|règles)"
-        r"\s+(?:précédentes|antérieures|ci-dessus)"
-        r"|(?:ignorier\w*|vergiss\w*)\s+(?:\w+\s+){0,3}(?:Anweisungen|Instruktionen|Regeln)",
-        gate="игнор|забуд|внимани|忽|无视|忘记|理会|ignor|olvid|omit|oubli|vergiss",
-        also="инструкци|указани|правил|промпт|指|说明|提示|规则|instruc|indicacion|reglas|consignes"
-        "|règles|anweisung|regeln",
+        r"(?:инструкци\w*|указани\w*|правил\w*|промпт\w*)",
+        gate="игнор|забуд|внимани",
+        also="инструкци|указани|правил|промпт",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"(?:忽略|忽视|无视|忘记|不要理会)(?:掉)?(?:你)?(?:之前|以前|先前|上面|以上|前面|所有|全部)"
+        r"(?:的)?(?:所有|全部)?(?:的)?(?:指令|指示|说明|提示|规则)",
+        gate="忽|无视|忘记|理会",
+        also="指|说明|提示|规则",
+    ),
+    PatternSpec(
+        "injection",
+        r"\b(?:ignora|olvida|omite)r?\s+(?:\w+\s+){0,3}(?:instrucciones|indicaciones|reglas)"
+        r"|\b(?:ignorier\w*|vergiss\w*)\s+(?:\w+\s+){0,3}(?:Anweisungen|Instruktionen|Regeln)",
+        gate="ignora|olvida|omite|ignorier|vergiss",
+        also="instrucciones|indicaciones|reglas|anweisungen|instruktionen|regeln",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\b(?:ignore[zr]?|oublie[zr]?)\s+(?:\w+\s+){0,3}(?:instructions|consignes|règles)"
+        r"\s+(?:précédentes|antérieures|ci-dessus)",
+        gate="ignore|oublie",
+        also="précédentes|antérieures|ci-dessus",
         ignore_case=True,
     ),
 )
