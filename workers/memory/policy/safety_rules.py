@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from ditto.errors import ConfigError
@@ -105,6 +106,8 @@ class SafetyRules:
     min_token_length: int = 20
 
     def __post_init__(self) -> None:
+        # Frozen means frozen: a caller's dict is copied behind a read-only view.
+        object.__setattr__(self, "actions", MappingProxyType(dict(self.actions)))
         for index, extra in enumerate(self.extra_patterns):
             key = f"safety.extra_patterns[{index}]"
             _check_kind(extra.kind, f"{key}.kind")
@@ -124,6 +127,19 @@ class SafetyRules:
             raise ConfigError("safety.entropy_threshold must be between 1.0 and 8.0 bits")
         if not 8 <= self.min_token_length <= 256:
             raise ConfigError("safety.min_token_length must be between 8 and 256")
+
+    def __hash__(self) -> int:
+        # The generated hash would hash the actions mapping, which is not hashable; a worker
+        # keys its compiled scanners by rules.
+        return hash(
+            (
+                self.extra_patterns,
+                self.disabled,
+                tuple(sorted(self.actions.items())),
+                self.entropy_threshold,
+                self.min_token_length,
+            )
+        )
 
     def action_for(self, kind: str) -> SafetyAction:
         """The action for findings of ``kind``.
@@ -162,25 +178,44 @@ class SafetyRules:
             if key not in known:
                 raise ConfigError(f"safety.{key} is not a known setting")
         extras = []
-        for index, row in enumerate(data.get("extra_patterns", ())):
+        for index, row in enumerate(_sequence(data, "extra_patterns")):
             if not isinstance(row, Mapping) or not {"kind", "pattern"} <= set(row):
                 raise ConfigError(f"safety.extra_patterns[{index}] needs kind and pattern")
             action = row.get("action")
             extras.append(
                 ExtraPattern(
-                    str(row["kind"]),
+                    row["kind"],
                     row["pattern"],
                     None if action is None else _action(action, f"extra_patterns[{index}]"),
                 )
             )
-        actions = {str(k): _action(v, f"actions.{k}") for k, v in data.get("actions", {}).items()}
+        actions = data.get("actions", {})
+        if not isinstance(actions, Mapping):
+            raise ConfigError("safety.actions must map kinds to actions")
         return cls(
             extra_patterns=tuple(extras),
-            disabled=frozenset(str(kind) for kind in data.get("disabled", ())),
-            actions=actions,
-            entropy_threshold=float(data.get("entropy_threshold", 3.7)),
-            min_token_length=int(data.get("min_token_length", 20)),
+            disabled=frozenset(_sequence(data, "disabled")),
+            actions={k: _action(v, f"actions.{k}") for k, v in actions.items()},
+            entropy_threshold=_number(data, "entropy_threshold", 3.7, float),
+            min_token_length=int(_number(data, "min_token_length", 20, int)),
         )
+
+
+def _sequence(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key, [])
+    # A lone string would otherwise be read as a list of its letters.
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ConfigError(f"safety.{key} must be a list")
+    return list(value)
+
+
+def _number(
+    data: Mapping[str, Any], key: str, default: float, kind: type[float] | type[int]
+) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or kind(value) != value:
+        raise ConfigError(f"safety.{key} must be a number{' (whole)' if kind is int else ''}")
+    return kind(value)
 
 
 def _check_kind(kind: object, key: str) -> None:

@@ -292,6 +292,17 @@ def test_user_patterns_disabled_kinds_and_thresholds_are_data() -> None:
     assert SafetyScanner(SafetyRules(entropy_threshold=6.0)).scan(f"secret {ENTROPY}") == []
 
 
+def test_rules_are_frozen_values() -> None:
+    given = {"email": SafetyAction.REDACT}
+    rules = SafetyRules(actions=given)
+    given["email"] = SafetyAction.REJECT
+    assert rules.action_for("email") is SafetyAction.REDACT
+    assert rules == SafetyRules(actions={"email": SafetyAction.REDACT})
+    assert hash(rules) == hash(SafetyRules(actions={"email": SafetyAction.REDACT}))
+    with pytest.raises(TypeError):
+        rules.actions["email"] = SafetyAction.ALLOW  # type: ignore[index]
+
+
 @pytest.mark.parametrize(
     ("config", "key"),
     [
@@ -302,6 +313,11 @@ def test_user_patterns_disabled_kinds_and_thresholds_are_data() -> None:
         ({"entropy_threshold": 12}, "entropy_threshold"),
         ({"min_token_length": 2}, "min_token_length"),
         ({"patterns": []}, "safety.patterns"),
+        ({"disabled": "email"}, "safety.disabled"),
+        ({"actions": ["email"]}, "safety.actions"),
+        ({"extra_patterns": [{"kind": "x", "pattern": "a", "action": "zap"}]}, "extra_patterns[0]"),
+        ({"min_token_length": "20"}, "min_token_length"),
+        ({"entropy_threshold": True}, "entropy_threshold"),
     ],
 )
 def test_invalid_config_is_a_clear_config_error(config: dict[str, object], key: str) -> None:
