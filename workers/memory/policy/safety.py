@@ -102,6 +102,7 @@ class _Detector:
     also: tuple[str, ...]
     pre: re.Pattern[str] | None
     narrowed: bool
+    long_token: bool
     fallback: bool
     """The pattern has a group ``v``: the finding is that group, not the whole match."""
 
@@ -153,15 +154,28 @@ class SafetyScanner:
             narrowed = "v" in regex.groupindex
             gate, also = _literals(spec.gate), _literals(spec.also)
             detectors.append(
-                _Detector(spec.kind, regex, check, gate, also, pre, narrowed, spec.fallback)
+                _Detector(
+                    spec.kind,
+                    regex,
+                    check,
+                    gate,
+                    also,
+                    pre,
+                    narrowed,
+                    spec.long_token,
+                    spec.fallback,
+                )
             )
         for extra in self.rules.extra_patterns:
             if extra.kind in self.rules.disabled:
                 continue
             regex = re.compile(extra.pattern)
             narrowed = "v" in regex.groupindex
-            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed, False))
+            detectors.append(
+                _Detector(extra.kind, regex, None, (), (), None, narrowed, False, False)
+            )
         self._detectors = tuple(detectors)
+        self._min_token = self.rules.min_token_length
 
     def scan(self, text: str) -> list[Finding]:
         """Every finding in ``text``, ordered by position.
@@ -194,6 +208,10 @@ class SafetyScanner:
                         break
                 else:
                     continue
+            if detector.long_token and (
+                len(text) < self._min_token or max(map(len, text.split())) < self._min_token
+            ):
+                continue
             if (pre := detector.pre) is not None:
                 hit = pre_found.get(pre)
                 if hit is None:
@@ -230,18 +248,18 @@ class SafetyScanner:
             ``(path, finding)`` pairs, the finding's offsets relative to the string at path.
         """
         out: list[tuple[JsonPath, Finding]] = []
-        self._walk(value, (), out)
+        # An explicit stack, not recursion: content nested deeper than Python's recursion
+        # limit is still scanned (and in document order: children are pushed reversed).
+        stack: list[tuple[JsonPath, Any]] = [((), value)]
+        while stack:
+            path, item = stack.pop()
+            if isinstance(item, str):
+                out.extend((path, finding) for finding in self.scan(item))
+            elif isinstance(item, dict):
+                stack.extend(((*path, k), v) for k, v in reversed(item.items()))
+            elif isinstance(item, list | tuple):
+                stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
         return out
-
-    def _walk(self, value: Any, path: JsonPath, out: list[tuple[JsonPath, Finding]]) -> None:
-        if isinstance(value, str):
-            out.extend((path, finding) for finding in self.scan(value))
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                self._walk(item, (*path, key), out)
-        elif isinstance(value, list | tuple):
-            for index, item in enumerate(value):
-                self._walk(item, (*path, index), out)
 
 
 def _settle(found: list[Finding]) -> list[Finding]:
@@ -305,32 +323,37 @@ def redact_json(value: Any, found: Iterable[tuple[JsonPath, Finding]]) -> Any:
 
     Returns:
         The value itself when nothing is to be redacted, else a new value in which only
-        the strings with findings differ.
+        the strings with findings differ: containers on the way to them are copied (a
+        tuple becomes a list, as in JSON), every other part is shared with ``value``, which
+        is never modified.
     """
     by_path: dict[JsonPath, list[Finding]] = {}
     for path, finding in found:
         by_path.setdefault(path, []).append(finding)
     if not by_path:
         return value
-    prefixes = {path[:cut] for path in by_path for cut in range(len(path) + 1)}
-    return _rebuild(value, (), by_path, prefixes)
+    if () in by_path:
+        return redact(value, by_path[()]) if isinstance(value, str) else value
+    # Copy only the containers on the way to a changed string (the rest is shared), walking
+    # down each path in a loop rather than by recursion, so any depth works.
+    root = _copy(value)
+    copied: set[JsonPath] = {()}
+    for path, findings in by_path.items():
+        node = root
+        for depth, key in enumerate(path[:-1], start=1):
+            child = node[key]
+            if path[:depth] not in copied:
+                child = node[key] = _copy(child)
+                copied.add(path[:depth])
+            node = child
+        node[path[-1]] = redact(node[path[-1]], findings)
+    return root
 
 
-def _rebuild(
-    value: Any,
-    path: JsonPath,
-    by_path: Mapping[JsonPath, list[Finding]],
-    prefixes: set[JsonPath],
-) -> Any:
-    if path not in prefixes:
-        return value  # nothing below here changes: share it rather than copy it
-    if isinstance(value, str):
-        return redact(value, by_path.get(path, ()))
+def _copy(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _rebuild(v, (*path, k), by_path, prefixes) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_rebuild(v, (*path, i), by_path, prefixes) for i, v in enumerate(value)]
-    return value
+        return dict(value)
+    return list(value)
 
 
 def counts(findings: Iterable[Finding]) -> dict[str, int]:

@@ -45,6 +45,9 @@ class PatternSpec:
     """A second ``|``-separated set of which one literal must also occur (a verb *and* a noun)."""
     pre: str | None = None
     """A cheap regex that must find something first (seven digits before a card or phone)."""
+    long_token: bool = False
+    """Run only when some whitespace-free run is at least ``min_token_length`` long (one
+    ``str.split`` answers that for the catch-all token row, cheaper than its regex)."""
     fallback: bool = False
     """Report a match only where no earlier row found anything: a catch-all whose check is
     costly (entropy) is not run over a key or a JWT that a specific row already named."""
@@ -124,6 +127,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         "high_entropy",
         r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{%(min)d,}",
         "entropy",
+        long_token=True,
         fallback=True,
     ),
     # ------------------------------------------------------------ payment and bank data

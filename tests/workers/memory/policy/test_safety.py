@@ -224,6 +224,18 @@ def test_json_values_are_walked_and_redacted_in_place_of_their_strings() -> None
     assert redact_json(value, []) is value
 
 
+def test_deeply_nested_content_is_scanned() -> None:
+    value: object = f"key {AWS_ID}"
+    for _ in range(5000):
+        value = [value]
+    found = SCANNER.scan_json(value)
+    assert [(len(path), f.kind) for path, f in found] == [(5000, "api_key")]
+    clean = redact_json(value, found)
+    for _ in range(5000):
+        clean = clean[0]
+    assert clean == "key [REDACTED:api_key]"
+
+
 def test_nothing_that_reports_a_finding_carries_the_value() -> None:
     secrets = [AWS_ID, VISA, IBAN, GITHUB]
     text = " and ".join(f"x {s}" for s in secrets)
