@@ -7,8 +7,9 @@ Pure and synchronous (stdlib ``re`` only, no I/O), so the worker calls it inline
     found = scanner.scan_json({"content": ..., "summary": ..., "tags": ..., "metadata": ...})
     verdict = decide([finding for _, finding in found], rules)
     if verdict.action is SafetyAction.REJECT:
-        raise UnsafeContentError(verdict.kinds)
-    clean = redact_json(value, [(p, f) for p, f in found if rules.action_for(f.kind) is REDACT])
+        raise UnsafeContentError(verdict.kinds, verdict.counts)
+    redactable = [(p, f) for p, f in found if rules.action_for(f.kind) is SafetyAction.REDACT]
+    clean = redact_json(value, redactable)
 
 A :class:`Finding` holds a kind and offsets, never the matched text, so findings, verdicts,
 counts and errors can go to logs, results and audit entries without carrying the secret.
