@@ -13,11 +13,14 @@ Pure and synchronous (stdlib ``re`` only, no I/O), so the worker calls it inline
 
 A :class:`Finding` holds a kind and offsets, never the matched text, so findings, verdicts,
 counts and errors can go to logs, results and audit entries without carrying the secret.
+Findings and redaction live in :mod:`workers.memory.policy.safety_redact` and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +29,16 @@ import msgspec
 
 from ditto.errors import DittoError, ErrorCode
 from workers.memory.policy.safety_checks import CHECKS, Check
-from workers.memory.policy.safety_patterns import BUILTIN_KINDS, BUILTIN_PATTERNS
+from workers.memory.policy.safety_patterns import BUILTIN_PATTERNS
+from workers.memory.policy.safety_redact import (
+    Finding,
+    JsonPath,
+    counts,
+    kind_rank,
+    placeholder,
+    redact,
+    redact_json,
+)
 from workers.memory.policy.safety_rules import ACTION_STRENGTH, SafetyAction, SafetyRules
 
 __all__ = (
@@ -42,24 +54,8 @@ __all__ = (
     "redact_json",
 )
 
-JsonPath = tuple[str | int, ...]
-"""Where a string sits in a JSON value: dict keys and list indexes from the root."""
-
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z][a-z0-9_]*\]")
-# User kinds rank after the built-in specific ones and before the catch-all ``high_entropy``:
-# a user who writes a pattern for their own token format wants it named, not called "random".
-_USER_RANK = BUILTIN_KINDS.index("high_entropy") - 0.5
-
-
-class Finding(msgspec.Struct, frozen=True):
-    """One detected span: its kind and offsets into the scanned text, never the text itself."""
-
-    kind: str
-    """What was found (``api_key``, ``card``, ``injection``, or a user's kind)."""
-    start: int
-    """Offset of the first character."""
-    end: int
-    """Offset just past the last character."""
+_SEPARATOR = "\n\x00\n"
 
 
 class SafetyVerdict(msgspec.Struct, frozen=True):
@@ -110,22 +106,6 @@ class _Detector:
 
 def _literals(joined: str) -> tuple[str, ...]:
     return tuple(joined.split("|")) if joined else ()
-
-
-def _rank(kind: str) -> float:
-    return BUILTIN_KINDS.index(kind) if kind in BUILTIN_KINDS else _USER_RANK
-
-
-def placeholder(kind: str) -> str:
-    """The stable text that replaces a redacted finding.
-
-    Args:
-        kind: The finding's kind.
-
-    Returns:
-        ``[REDACTED:<kind>]``.
-    """
-    return f"[REDACTED:{kind}]"
 
 
 class SafetyScanner:
@@ -248,25 +228,47 @@ class SafetyScanner:
         Returns:
             ``(path, finding)`` pairs, the finding's offsets relative to the string at path.
         """
-        out: list[tuple[JsonPath, Finding]] = []
+        strings: list[tuple[JsonPath, str]] = []
         # An explicit stack, not recursion: content nested deeper than Python's recursion
         # limit is still scanned (and in document order: children are pushed reversed).
         stack: list[tuple[JsonPath, Any]] = [((), value)]
         while stack:
             path, item = stack.pop()
             if isinstance(item, str):
-                out.extend((path, finding) for finding in self.scan(item))
+                strings.append((path, item))
             elif isinstance(item, dict):
                 stack.extend(((*path, k), v) for k, v in reversed(item.items()))
             elif isinstance(item, list | tuple):
                 stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
+        if len(strings) <= 1:
+            return [(path, finding) for path, text in strings for finding in self.scan(text)]
+        # One scan of all the strings joined costs far less than one scan each (a record's
+        # tags and summary are short: the fixed cost per scan would dominate). The separator
+        # is a line break around a NUL, which no built-in pattern matches, so matches stay
+        # within their string; one that crosses anyway (a user's ".*") is cut at each
+        # boundary, and every string it touched gets its part.
+        starts = []
+        at = 0
+        for _, text in strings:
+            starts.append(at)
+            at += len(text) + len(_SEPARATOR)
+        out: list[tuple[JsonPath, Finding]] = []
+        for finding in self.scan(_SEPARATOR.join(text for _, text in strings)):
+            index = bisect_right(starts, finding.start) - 1
+            while index < len(strings) and starts[index] < finding.end:
+                first = starts[index]
+                end = min(finding.end, first + len(strings[index][1])) - first
+                start = max(finding.start - first, 0)
+                if start < end:
+                    out.append((strings[index][0], Finding(finding.kind, start, end)))
+                index += 1
         return out
 
 
 def _settle(found: list[Finding]) -> list[Finding]:
     """Merge same-kind overlaps; drop a finding that overlaps a more specific kind's."""
     kept: list[Finding] = []
-    for finding in sorted(found, key=lambda f: (_rank(f.kind), f.start, -f.end)):
+    for finding in sorted(found, key=lambda f: (kind_rank(f.kind), f.start, -f.end)):
         for index, other in enumerate(kept):
             if finding.start < other.end and other.start < finding.end:
                 if other.kind == finding.kind:
@@ -276,100 +278,6 @@ def _settle(found: list[Finding]) -> list[Finding]:
         else:
             kept.append(finding)
     return sorted(kept, key=lambda f: (f.start, f.end))
-
-
-def redact(text: str, findings: Iterable[Finding]) -> str:
-    """Replace each finding's span with its placeholder, ``[REDACTED:<kind>]``.
-
-    Overlapping findings become one placeholder named after the most specific kind among
-    them. Placeholders are never found again by :meth:`SafetyScanner.scan`, so redacting
-    twice changes nothing.
-
-    Args:
-        text: The text the findings were found in.
-        findings: Findings of ``text`` (any order; usually those whose action is ``redact``).
-
-    Returns:
-        The redacted text.
-    """
-    spans = sorted(findings, key=lambda f: (f.start, f.end))
-    if not spans:
-        return text
-    pieces: list[str] = []
-    cursor = 0
-    index = 0
-    while index < len(spans):
-        first = spans[index]
-        start, end, kind = first.start, first.end, first.kind
-        index += 1
-        while index < len(spans) and spans[index].start < end:
-            nxt = spans[index]
-            end = max(end, nxt.end)
-            if _rank(nxt.kind) < _rank(kind):
-                kind = nxt.kind
-            index += 1
-        pieces.append(text[cursor:start])
-        pieces.append(placeholder(kind))
-        cursor = end
-    pieces.append(text[cursor:])
-    return "".join(pieces)
-
-
-def redact_json(value: Any, found: Iterable[tuple[JsonPath, Finding]]) -> Any:
-    """A copy of a JSON value with the given findings redacted in its strings.
-
-    Args:
-        value: The value that :meth:`SafetyScanner.scan_json` scanned.
-        found: ``(path, finding)`` pairs from that scan (usually those to redact).
-
-    Returns:
-        The value itself when nothing is to be redacted, else a new value in which only
-        the strings with findings differ: containers on the way to them are copied (a
-        tuple becomes a list, as in JSON), every other part is shared with ``value``, which
-        is never modified.
-    """
-    by_path: dict[JsonPath, list[Finding]] = {}
-    for path, finding in found:
-        by_path.setdefault(path, []).append(finding)
-    if not by_path:
-        return value
-    if () in by_path:
-        return redact(value, by_path[()]) if isinstance(value, str) else value
-    # Copy only the containers on the way to a changed string (the rest is shared), walking
-    # down each path in a loop rather than by recursion, so any depth works.
-    root = _copy(value)
-    copied: set[JsonPath] = {()}
-    for path, findings in by_path.items():
-        node = root
-        for depth, key in enumerate(path[:-1], start=1):
-            child = node[key]
-            if path[:depth] not in copied:
-                child = node[key] = _copy(child)
-                copied.add(path[:depth])
-            node = child
-        node[path[-1]] = redact(node[path[-1]], findings)
-    return root
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return dict(value)
-    return list(value)
-
-
-def counts(findings: Iterable[Finding]) -> dict[str, int]:
-    """How many findings of each kind: the summary a write reports (never the values).
-
-    Args:
-        findings: Findings of one or more texts.
-
-    Returns:
-        Kind to count, kinds in sorted order.
-    """
-    tally: dict[str, int] = {}
-    for finding in findings:
-        tally[finding.kind] = tally.get(finding.kind, 0) + 1
-    return dict(sorted(tally.items()))
 
 
 def decide(findings: Iterable[Finding], rules: SafetyRules) -> SafetyVerdict:

@@ -224,6 +224,20 @@ def test_json_values_are_walked_and_redacted_in_place_of_their_strings() -> None
     assert redact_json(value, []) is value
 
 
+def test_json_strings_are_scanned_apart_even_when_a_pattern_could_cross() -> None:
+    greedy = SafetyScanner(SafetyRules(extra_patterns=(ExtraPattern("span", r"START[\s\S]*END"),)))
+    found = greedy.scan_json(["one START two", "three", "four END five", "six"])
+    assert [(path, f.kind, f.start, f.end) for path, f in found] == [
+        ((0,), "span", 4, 13),
+        ((1,), "span", 0, 5),
+        ((2,), "span", 0, 8),
+    ]
+    assert redact_json(["a@b.co", f"x {AWS_ID}"], SCANNER.scan_json(["a@b.co", f"x {AWS_ID}"])) == [
+        "[REDACTED:email]",
+        "x [REDACTED:api_key]",
+    ]
+
+
 def test_deeply_nested_content_is_scanned() -> None:
     value: object = f"key {AWS_ID}"
     for _ in range(5000):
