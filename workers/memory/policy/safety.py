@@ -99,7 +99,7 @@ class _Detector:
     also: tuple[str, ...]
     pre: re.Pattern[str] | None
     narrowed: bool
-    long_token: bool
+    min_chunk: int
     fallback: bool
     """The pattern has a group ``v``: the finding is that group, not the whole match."""
 
@@ -143,7 +143,7 @@ class SafetyScanner:
                     also,
                     pre,
                     narrowed,
-                    spec.long_token,
+                    self.rules.min_token_length if spec.min_chunk < 0 else spec.min_chunk,
                     spec.fallback,
                 )
             )
@@ -152,11 +152,8 @@ class SafetyScanner:
                 continue
             regex = re.compile(extra.pattern)
             narrowed = "v" in regex.groupindex
-            detectors.append(
-                _Detector(extra.kind, regex, None, (), (), None, narrowed, False, False)
-            )
+            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed, 0, False))
         self._detectors = tuple(detectors)
-        self._min_token = self.rules.min_token_length
 
     def scan(self, text: str) -> list[Finding]:
         """Every finding in ``text``, ordered by position.
@@ -175,7 +172,13 @@ class SafetyScanner:
         lowered = text.lower()
         found: list[Finding] = []
         pre_found: dict[re.Pattern[str], bool] = {}
+        longest = -1  # the longest whitespace-free run, measured when a row first asks
         for detector in self._detectors:
+            if detector.min_chunk:
+                if longest < 0:
+                    longest = max(map(len, text.split()), default=0)
+                if longest < detector.min_chunk:
+                    continue
             # Plain loops, not any(): a generator per row would cost more than most regexes.
             if detector.gate:
                 for literal in detector.gate:
@@ -189,10 +192,6 @@ class SafetyScanner:
                         break
                 else:
                     continue
-            if detector.long_token and (
-                len(text) < self._min_token or max(map(len, text.split())) < self._min_token
-            ):
-                continue
             if (pre := detector.pre) is not None:
                 hit = pre_found.get(pre)
                 if hit is None:

@@ -45,9 +45,10 @@ class PatternSpec:
     """A second ``|``-separated set of which one literal must also occur (a verb *and* a noun)."""
     pre: str | None = None
     """A cheap regex that must find something first (seven digits before a card or phone)."""
-    long_token: bool = False
-    """Run only when some whitespace-free run is at least ``min_token_length`` long (one
-    ``str.split`` answers that for the catch-all token row, cheaper than its regex)."""
+    min_chunk: int = 0
+    """Run only when some whitespace-free run of the text is at least this long (``-1``: the
+    rules' ``min_token_length``). One ``str.split`` per scan answers it for every row, far
+    cheaper than a row's literals or regex on the short text most writes carry."""
     fallback: bool = False
     """Report a match only where no earlier row found anything: a catch-all whose check is
     costly (entropy) is not run over a key or a JWT that a specific row already named."""
@@ -82,6 +83,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         "api_key",
         _B + "(?:" + "|".join(_KEY_FORMATS) + ")",
         gate="akia|asia|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox|_live_|sk-|aiza",
+        min_chunk=15,
     ),
     # An AWS secret key has no prefix: only its neighbourhood ("aws ... secret") names it.
     PatternSpec(
@@ -89,6 +91,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"(?i:aws)[\w ]{0,24}?(?i:secret)[\w ]{0,24}?(?:[\"']?\s*[:=]\s*[\"']?|\s+(?:is|was)\s+)"
         r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         gate="secret",
+        min_chunk=40,
     ),
     # A value assigned to a secret-sounding name (config lines, env files, chat pastes).
     PatternSpec(
@@ -106,6 +109,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"\bbearer\s+(?P<v>[A-Za-z0-9_\-.~+/]{16,}=*)",
         check="assignment",
         gate="bearer",
+        min_chunk=16,
         ignore_case=True,
     ),
     PatternSpec(
@@ -120,14 +124,18 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         gate="private key",
     ),
     PatternSpec(
-        "jwt", _B + r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "jwt", "eyj"
+        "jwt",
+        _B + r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        "jwt",
+        "eyj",
+        min_chunk=19,
     ),
     # Any long token; the entropy check (threshold and length in SafetyRules) decides.
     PatternSpec(
         "high_entropy",
         r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{%(min)d,}",
         "entropy",
-        long_token=True,
+        min_chunk=-1,
         fallback=True,
     ),
     # ------------------------------------------------------------ payment and bank data
