@@ -124,6 +124,10 @@ class ErrorCode(StrEnum):
     EMBEDDER_UNAVAILABLE = "EMBEDDER_UNAVAILABLE"
     """The configured embedder cannot run here (its model files or extra are not installed);
     the message names the command that installs them."""
+    UNSAFE_CONTENT = "UNSAFE_CONTENT"
+    """The write policy's safety stage refused the write: it holds content of a kind whose
+    action is ``reject`` (a secret, a card, an injection...); the message and details name the
+    kinds and counts, never the value."""
     FORBIDDEN = "FORBIDDEN"
     """Access control refused the call: another principal's private record, or no principal
     where ``acl.mode: enforce`` needs one."""

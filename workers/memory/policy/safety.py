@@ -1,0 +1,299 @@
+"""The safety stage of the write policy: find secrets, personal data and prompt injections in
+memory content, redact them, and decide what the write does.
+
+Pure and synchronous (stdlib ``re`` only, no I/O), so the worker calls it inline::
+
+    scanner = SafetyScanner(rules)                        # once: compiles every pattern
+    found = scanner.scan_json({"content": ..., "summary": ..., "tags": ..., "metadata": ...})
+    verdict = decide([finding for _, finding in found], rules)
+    if verdict.action is SafetyAction.REJECT:
+        raise UnsafeContentError(verdict.kinds, verdict.counts)
+    redactable = [(p, f) for p, f in found if rules.action_for(f.kind) is SafetyAction.REDACT]
+    clean = redact_json(value, redactable)
+
+A :class:`Finding` holds a kind and offsets, never the matched text, so findings, verdicts,
+counts and errors can go to logs, results and audit entries without carrying the secret.
+Findings and redaction live in :mod:`workers.memory.policy.safety_redact` and are
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ditto.errors import DittoError, ErrorCode
+from workers.memory.policy.safety_checks import CHECKS, Check
+from workers.memory.policy.safety_patterns import BUILTIN_PATTERNS
+from workers.memory.policy.safety_redact import (
+    Finding,
+    JsonPath,
+    counts,
+    kind_rank,
+    placeholder,
+    redact,
+    redact_json,
+)
+from workers.memory.policy.safety_rules import ACTION_STRENGTH, SafetyAction, SafetyRules
+
+__all__ = (
+    "Finding",
+    "JsonPath",
+    "SafetyScanner",
+    "SafetyVerdict",
+    "UnsafeContentError",
+    "counts",
+    "decide",
+    "placeholder",
+    "redact",
+    "redact_json",
+)
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z][a-z0-9_]*\]")
+_SEPARATOR = "\n\x00\n"
+
+
+class SafetyVerdict(msgspec.Struct, frozen=True):
+    """What the safety stage decided for one write, safe to report and log."""
+
+    action: SafetyAction
+    """The strongest action among the kinds found (``allow`` when nothing was found)."""
+    kinds: tuple[str, ...]
+    """The kinds found, sorted."""
+    counts: dict[str, int]
+    """How many findings of each kind."""
+
+
+class UnsafeContentError(DittoError):
+    """A write was refused because it holds content of a kind whose action is ``reject``.
+
+    The message and details name the kinds (and counts), never a value.
+
+    Args:
+        kinds: The kinds that caused the refusal.
+        counts: Findings per kind, for the details.
+    """
+
+    default_code = ErrorCode.UNSAFE_CONTENT
+
+    def __init__(self, kinds: Sequence[str], counts: Mapping[str, int] | None = None) -> None:
+        names = ", ".join(sorted(kinds))
+        super().__init__(
+            f"the write was refused by the safety policy: it contains {names}",
+            details={"kinds": sorted(kinds), "counts": dict(counts or {})},
+        )
+        self.kinds = tuple(sorted(kinds))
+
+
+@dataclass(frozen=True, slots=True)
+class _Detector:
+    kind: str
+    regex: re.Pattern[str]
+    check: Check | None
+    gate: tuple[str, ...]
+    also: tuple[str, ...]
+    pre: re.Pattern[str] | None
+    narrowed: bool
+    min_chunk: int
+    fallback: bool
+    """The pattern has a group ``v``: the finding is that group, not the whole match."""
+
+
+def _literals(joined: str) -> tuple[str, ...]:
+    return tuple(joined.split("|")) if joined else ()
+
+
+class SafetyScanner:
+    """Finds secrets, personal data and injections in text, with patterns compiled once.
+
+    Built once per rule set (compiling is the expensive part) and shared: it holds no state
+    between calls, so one scanner serves concurrent writes.
+
+    Args:
+        rules: Patterns, disabled kinds and thresholds; the defaults when omitted.
+    """
+
+    def __init__(self, rules: SafetyRules | None = None) -> None:
+        self.rules = rules if rules is not None else SafetyRules()
+        detectors = []
+        # Rows share a pre-check regex (cards and phones: seven digits): compile it once, and
+        # run it once per scan (see scan()).
+        pres: dict[str, re.Pattern[str]] = {}
+        for spec in BUILTIN_PATTERNS:
+            if spec.kind in self.rules.disabled:
+                continue
+            pattern = spec.pattern.replace("%(min)d", str(self.rules.min_token_length))
+            flags = re.MULTILINE | (re.IGNORECASE if spec.ignore_case else 0)
+            regex = re.compile(pattern, flags)
+            check = CHECKS[spec.check] if spec.check is not None else None
+            pre = None if spec.pre is None else pres.setdefault(spec.pre, re.compile(spec.pre))
+            narrowed = "v" in regex.groupindex
+            gate, also = _literals(spec.gate), _literals(spec.also)
+            detectors.append(
+                _Detector(
+                    spec.kind,
+                    regex,
+                    check,
+                    gate,
+                    also,
+                    pre,
+                    narrowed,
+                    self.rules.min_token_length if spec.min_chunk < 0 else spec.min_chunk,
+                    spec.fallback,
+                )
+            )
+        for extra in self.rules.extra_patterns:
+            if extra.kind in self.rules.disabled:
+                continue
+            regex = re.compile(extra.pattern)
+            narrowed = "v" in regex.groupindex
+            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed, 0, False))
+        self._detectors = tuple(detectors)
+
+    def scan(self, text: str) -> list[Finding]:
+        """Every finding in ``text``, ordered by position.
+
+        Overlaps are settled so each secret is counted once: findings of one kind that overlap
+        become one, and a finding that overlaps a more specific kind's (a ``high_entropy``
+        token that is an ``api_key``) is dropped. Text inside a ``[REDACTED:...]`` placeholder
+        is never reported, so scanning redacted text finds nothing new.
+
+        Args:
+            text: Any string.
+
+        Returns:
+            The findings (kinds and offsets only).
+        """
+        lowered = text.lower()
+        found: list[Finding] = []
+        pre_found: dict[re.Pattern[str], bool] = {}
+        longest = -1  # the longest whitespace-free run, measured when a row first asks
+        for detector in self._detectors:
+            if detector.min_chunk:
+                if longest < 0:
+                    longest = max(map(len, text.split()), default=0)
+                if longest < detector.min_chunk:
+                    continue
+            # Plain loops, not any(): a generator per row would cost more than most regexes.
+            if detector.gate:
+                for literal in detector.gate:
+                    if literal in lowered:
+                        break
+                else:
+                    continue
+            if detector.also:
+                for literal in detector.also:
+                    if literal in lowered:
+                        break
+                else:
+                    continue
+            if (pre := detector.pre) is not None:
+                hit = pre_found.get(pre)
+                if hit is None:
+                    hit = pre_found[pre] = pre.search(text) is not None
+                if not hit:
+                    continue
+            for match in detector.regex.finditer(text):
+                start, end = match.span("v") if detector.narrowed else match.span()
+                if start == end or start < 0:
+                    continue
+                if detector.fallback and any(f.start < end and start < f.end for f in found):
+                    continue
+                if detector.check is not None and not detector.check(text[start:end], self.rules):
+                    continue
+                found.append(Finding(detector.kind, start, end))
+        if not found:
+            return found
+        if "[REDACTED:" in text:
+            held = [match.span() for match in _PLACEHOLDER.finditer(text)]
+            found = [f for f in found if not any(a <= f.start and f.end <= b for a, b in held)]
+        return _settle(found)
+
+    def scan_json(self, value: Any) -> list[tuple[JsonPath, Finding]]:
+        """Every finding in the strings of a JSON value (dict values, list items, at any depth).
+
+        Dict keys are not scanned: they are field names, not content.
+
+        Args:
+            value: Any JSON value (``str``, ``int``, ``float``, ``bool``, ``None``, ``list``,
+                ``dict``); for a record, pass ``{"content": ..., "summary": ..., "tags": ...,
+                "metadata": ...}`` so paths name the field.
+
+        Returns:
+            ``(path, finding)`` pairs, the finding's offsets relative to the string at path.
+        """
+        strings: list[tuple[JsonPath, str]] = []
+        # An explicit stack, not recursion: content nested deeper than Python's recursion
+        # limit is still scanned (and in document order: children are pushed reversed).
+        stack: list[tuple[JsonPath, Any]] = [((), value)]
+        while stack:
+            path, item = stack.pop()
+            if isinstance(item, str):
+                strings.append((path, item))
+            elif isinstance(item, dict):
+                stack.extend(((*path, k), v) for k, v in reversed(item.items()))
+            elif isinstance(item, list | tuple):
+                stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
+        if len(strings) <= 1:
+            return [(path, finding) for path, text in strings for finding in self.scan(text)]
+        # One scan of all the strings joined costs far less than one scan each (a record's
+        # tags and summary are short: the fixed cost per scan would dominate). The separator
+        # is a line break around a NUL, which no built-in pattern matches, so matches stay
+        # within their string; one that crosses anyway (a user's ".*") is cut at each
+        # boundary, and every string it touched gets its part.
+        starts = []
+        at = 0
+        for _, text in strings:
+            starts.append(at)
+            at += len(text) + len(_SEPARATOR)
+        out: list[tuple[JsonPath, Finding]] = []
+        for finding in self.scan(_SEPARATOR.join(text for _, text in strings)):
+            index = bisect_right(starts, finding.start) - 1
+            while index < len(strings) and starts[index] < finding.end:
+                first = starts[index]
+                end = min(finding.end, first + len(strings[index][1])) - first
+                start = max(finding.start - first, 0)
+                if start < end:
+                    out.append((strings[index][0], Finding(finding.kind, start, end)))
+                index += 1
+        return out
+
+
+def _settle(found: list[Finding]) -> list[Finding]:
+    """Merge same-kind overlaps; drop a finding that overlaps a more specific kind's."""
+    kept: list[Finding] = []
+    for finding in sorted(found, key=lambda f: (kind_rank(f.kind), f.start, -f.end)):
+        for index, other in enumerate(kept):
+            if finding.start < other.end and other.start < finding.end:
+                if other.kind == finding.kind:
+                    start = min(other.start, finding.start)
+                    kept[index] = Finding(other.kind, start, max(other.end, finding.end))
+                break
+        else:
+            kept.append(finding)
+    return sorted(kept, key=lambda f: (f.start, f.end))
+
+
+def decide(findings: Iterable[Finding], rules: SafetyRules) -> SafetyVerdict:
+    """The action a write takes: the strongest action among its findings' kinds.
+
+    Args:
+        findings: Every finding of the write (all of its strings).
+        rules: The rules in force (their ``actions``).
+
+    Returns:
+        The verdict: the action (reject > quarantine > redact > allow; ``allow`` for no
+        findings), the kinds found and their counts.
+    """
+    tally = counts(findings)
+    action = SafetyAction.ALLOW
+    for kind in tally:
+        candidate = rules.action_for(kind)
+        if ACTION_STRENGTH[candidate] > ACTION_STRENGTH[action]:
+            action = candidate
+    return SafetyVerdict(action, tuple(tally), tally)

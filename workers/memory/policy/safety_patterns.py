@@ -1,0 +1,330 @@
+"""The built-in detectors of the safety stage, as data: one row per pattern, plus the tables
+their validators read (IBAN lengths, card issuer ranges).
+
+A row is a regex, the kind it reports, an optional validator (by name, see
+:mod:`workers.memory.policy.safety_checks`) and cheap pre-checks that keep the regex off text
+that cannot match. The scanner (:mod:`workers.memory.policy.safety`) compiles the rows once.
+Patterns were written from the formats' specifications and tuned on the ``dev`` split of
+``bench/data/write_policy/safety.jsonl`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = (
+    "BUILTIN_KINDS",
+    "BUILTIN_PATTERNS",
+    "CARD_PREFIXES",
+    "IBAN_LENGTHS",
+    "PatternSpec",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PatternSpec:
+    """One built-in detector row.
+
+    The finding spans the named group ``v`` when the pattern has one (``token=<v>`` redacts
+    the value and keeps the name, so a reader still sees what was there), else the match.
+    """
+
+    kind: str
+    """The kind a match reports."""
+    pattern: str
+    """A Python regular expression."""
+    check: str | None = None
+    """A validator in :mod:`workers.memory.policy.safety_checks` a match must also pass."""
+    gate: str = ""
+    """Lower-case literals, ``|``-separated, of which one must occur in the text before the
+    regex runs: a substring test costs far less than a regex pass."""
+    ignore_case: bool = False
+    """Compile with ``re.IGNORECASE``."""
+    also: str = ""
+    """A second ``|``-separated set of which one literal must also occur (a verb *and* a noun)."""
+    pre: str | None = None
+    """A cheap regex that must find something first (seven digits before a card or phone)."""
+    min_chunk: int = 0
+    """Run only when some whitespace-free run of the text is at least this long (``-1``: the
+    rules' ``min_token_length``). One ``str.split`` per scan answers it for every row, far
+    cheaper than a row's literals or regex on the short text most writes carry."""
+    fallback: bool = False
+    """Report a match only where no earlier row found anything: a catch-all whose check is
+    costly (entropy) is not run over a key or a JWT that a specific row already named."""
+
+
+_STRONG = (
+    "all|any|every|previous|prior|above|earlier|preceding|former|original|initial|your|system"
+    "|safety|existing"
+)
+"""Qualifiers that make "ignore ... instructions" about *the model's* instructions."""
+_QUALIFIER = _STRONG + "|each|of|the|my|these|those|old|current|given|other"
+
+_SEVEN_DIGITS = r"\d(?:[ ().\-/]{0,2}\d){6}"
+"""Cards and phone numbers have seven digits or more, close together: absent, skip them."""
+
+_B = r"(?<![A-Za-z0-9_])"  # a token boundary that, unlike \b, also holds before "-" or "+"
+
+_KEY_FORMATS = (
+    r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9_])",  # AWS access key id
+    r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",  # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{22,255}",  # GitHub fine-grained token
+    r"xox[abpr]-[A-Za-z0-9-]{10,}",  # Slack
+    r"(?:sk|rk)_live_[A-Za-z0-9]{16,}",  # Stripe secret and restricted keys
+    r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",  # Anthropic, OpenAI
+    r"AIza[0-9A-Za-z_-]{35}",  # Google API key
+)
+"""Secret formats with a known prefix: one alternation, so one regex pass for all of them."""
+
+BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
+    # ------------------------------------------------------------ secrets with a known shape
+    PatternSpec(
+        "api_key",
+        _B + "(?:" + "|".join(_KEY_FORMATS) + ")",
+        gate="akia|asia|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox|_live_|sk-|aiza",
+        min_chunk=15,
+    ),
+    # An AWS secret key has no prefix: only its neighbourhood ("aws ... secret") names it.
+    PatternSpec(
+        "api_key",
+        r"(?i:aws)[\w ]{0,24}?(?i:secret)[\w ]{0,24}?(?:[\"']?\s*[:=]\s*[\"']?|\s+(?:is|was)\s+)"
+        r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        gate="secret",
+        min_chunk=40,
+    ),
+    # A value assigned to a secret-sounding name (config lines, env files, chat pastes).
+    PatternSpec(
+        "api_key",
+        r"\b(?:api[_-]?key|apikey|secret(?:[_-]?key)?|client[_-]?secret|access[_-]?token"
+        r"|auth[_-]?token|private[_-]?token|token|password|passwd|pwd)[\"']?\s*(?::|=|=>)\s*"
+        r"[\"']?(?P<v>[A-Za-z0-9_\-./+=~!@#$%^&*]{8,})",
+        check="assignment",
+        gate="key|secret|token|pass|pwd",
+        also=":|=",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "api_key",
+        r"\bbearer\s+(?P<v>[A-Za-z0-9_\-.~+/]{16,}=*)",
+        check="assignment",
+        gate="bearer",
+        min_chunk=16,
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "private_key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:"
+        # The body never holds "--" (base64 and "Proc-Type:" headers), so the lazy scan stops at
+        # the next dashes: many BEGIN lines without an END cost linear time, not quadratic.
+        r"(?:[^-]|-(?!-)){0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+        # A block pasted without its END line: its header lines and base64 lines, no further,
+        # so the rest of the text keeps its own findings.
+        r"|(?:[ \t]*\r?\n(?:[A-Za-z-]+:[^\n]*|[A-Za-z0-9+/=]+))*)",
+        gate="private key",
+    ),
+    PatternSpec(
+        "jwt",
+        _B + r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        "jwt",
+        "eyj",
+        min_chunk=19,
+    ),
+    # Any long token; the entropy check (threshold and length in SafetyRules) decides.
+    PatternSpec(
+        "high_entropy",
+        r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{%(min)d,}",
+        "entropy",
+        min_chunk=-1,
+        fallback=True,
+    ),
+    # ------------------------------------------------------------ payment and bank data
+    PatternSpec(
+        "card",
+        r"\d(?<![\w.,-]\d)(?:[ -]?\d){11,17}[ -]?\d(?![\w-]|[.,]\d)",
+        "card",
+        pre=_SEVEN_DIGITS,
+    ),
+    PatternSpec(
+        "iban",
+        # Starts with a character class, not \b, so the engine can skip to capitals.
+        r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b",
+        "iban",
+    ),
+    # ------------------------------------------------------------ contact data
+    PatternSpec(
+        "email",
+        # Local part and DNS labels bounded by their RFC lengths (64 and 63), which also bounds
+        # the backtracking on a long run of letters after an "@".
+        r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9-]"
+        r"{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}\b",
+        gate="@",
+    ),
+    # International (E.164, with or without separators), North American, European national
+    # (0-prefixed trunk code) and Russian (8/+7) numbers. Dates, versions, IPs and bare order
+    # numbers fail the separator rules here or the digit count of the "phone" check.
+    PatternSpec(
+        "phone",
+        r"\+(?<![\w+.]\+)[1-9]\d{0,3}(?:[ .-]?\(?\d{1,5}\)?){1,5}(?![\w.-]|[.,]\d)"
+        r"|\((?<![\w.-]\()\d{3}\)\s?\d{3}[-. ]\d{4}(?![\w-]|[.,]\d)"
+        r"|\d(?<![\w.-]\d)\d\d[-. ]\d{3}[-. ]\d{4}(?![\w-]|[.,]\d)"
+        r"|0(?<![\w.,/:-]0)\d{2,4}[ /-]\d{3,8}(?:[ -]\d{2,4}){0,3}(?![\w/:-]|[.,]\d)"
+        r"|8(?<![\w.-]8)[ -]?\(\d{3}\)[ -]?\d{3}[ -]?\d{2}[ -]?\d{2}(?![\w-])",
+        "phone",
+        pre=_SEVEN_DIGITS,
+    ),
+    # ------------------------------------------------------------ prompt injection
+    # Role and system markers of chat templates pasted into content.
+    PatternSpec(
+        "injection",
+        r"<\|(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id)\|>"
+        r"|\[/?INST\]|<<\s*/?SYS\s*>>|</?system>|#{2,4}[ \t]*system[ \t]*:"
+        r"|^[ \t]*#{2,4}[ \t]*instructions?[ \t]*:"
+        r"|</?(?:tool_call|tool_use|function_calls?|tool_result)>|<invoke\s+name="
+        r"|\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]{1,64}\"\s*,\s*\"(?:arguments|parameters|input)\"\s*:",
+        # (Literals only: "|" separates them, so "<|" is gated by the word that follows it.)
+        gate="im_start|im_end|endoftext|header_id|eot_id|system|inst]|<<|##|<tool|</tool"
+        '|<function|</function|<invoke|"name"|"tool"',
+        ignore_case=True,
+    ),
+    # "Ignore previous instructions" and its family, English: a verb, a qualifier that points
+    # at the model's own instructions, a noun. The two gates (a verb *and* a noun) keep the
+    # regex off nearly all text.
+    PatternSpec(
+        "injection",
+        r"\b(?:ignore|disregard|forget|override|bypass|skip|discard|drop|abandon|set aside"
+        r"|pay no attention to|do not (?:follow|obey)|don'?t (?:follow|obey)|stop following)"
+        r"\s+(?=(?:(?:" + _QUALIFIER + r")\s+){0,3}?(?:" + _STRONG + r")\s)"
+        r"(?:(?:" + _QUALIFIER + r")\s+){1,4}"
+        r"(?:instructions?|prompts?|directives?|rules|guidelines|guardrails|constraints"
+        r"|restrictions|programming|commands|orders|policies|context)\b",
+        gate="ignor|disregard|forget|override|bypass|skip|discard|drop|abandon|aside|attention"
+        "|follow|obey",
+        also="instruction|prompt|directive|rule|guideline|guardrail|constraint|restriction"
+        "|programming|command|order|polic|context",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\bforget\s+(?:everything|all)\s+(?:you\s+(?:were|have\s+been)\s+told|above|before)",
+        gate="forget",
+        also="everything|all",
+        ignore_case=True,
+    ),
+    # Jailbreak openers: a new persona, a new mode, new orders.
+    PatternSpec(
+        "injection",
+        r"\byou\s+are\s+now\s+(?:DAN\b|in\s+(?:developer|god|jailbreak|unrestricted)\s+mode"
+        r"|no\s+longer\s+(?:bound|restricted|limited|an?\s+(?:AI|assistant))"
+        r"|(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue)\b)",
+        gate="you are now",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\bfrom\s+now\s+on,?\s+you\s+(?:will|must|shall|are\s+to)\s+(?:ignore|obey|only"
+        r"|answer|respond|act)\b",
+        gate="from now on",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\bnew\s+(?:system\s+)?instructions?\s*:|\b(?:developer|jailbreak|DAN)\s+mode\s+"
+        r"(?:enabled|activated|on)\b",
+        gate="new instruction|new system instruction| mode",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\b(?:reveal|print|show|output|repeat|leak)\s+(?:me\s+)?(?:your|the)\s+"
+        r"(?:system\s+prompt|hidden\s+instructions|initial\s+instructions)",
+        gate="system prompt|hidden instructions|initial instructions",
+        ignore_case=True,
+    ),
+    # The same family in a few other languages, one row each so that English text (which
+    # shares "ignor" and "instruc" with them) never pays for their regexes.
+    PatternSpec(
+        "injection",
+        r"(?:игнорир\w*|забудь\w*|не\s+обращай\w*\s+внимания\s+на)\s+(?:\w+\s+){0,3}"
+        r"(?:инструкци\w*|указани\w*|правил\w*|промпт\w*)",
+        gate="игнор|забуд|внимани",
+        also="инструкци|указани|правил|промпт",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"(?:忽略|忽视|无视|忘记|不要理会)(?:掉)?(?:你)?(?:之前|以前|先前|上面|以上|前面|所有|全部)"
+        r"(?:的)?(?:所有|全部)?(?:的)?(?:指令|指示|说明|提示|规则)",
+        gate="忽|无视|忘记|理会",
+        also="指|说明|提示|规则",
+    ),
+    PatternSpec(
+        "injection",
+        r"\b(?:ignora|olvida|omite)r?\s+(?:\w+\s+){0,3}(?:instrucciones|indicaciones|reglas)"
+        r"|\b(?:ignorier\w*|vergiss\w*)\s+(?:\w+\s+){0,3}(?:Anweisungen|Instruktionen|Regeln)",
+        gate="ignora|olvida|omite|ignorier|vergiss",
+        also="instrucciones|indicaciones|reglas|anweisungen|instruktionen|regeln",
+        ignore_case=True,
+    ),
+    PatternSpec(
+        "injection",
+        r"\b(?:ignore[zr]?|oublie[zr]?)\s+(?:\w+\s+){0,3}(?:instructions|consignes|règles)"
+        r"\s+(?:précédentes|antérieures|ci-dessus)",
+        gate="ignore|oublie",
+        also="précédentes|antérieures|ci-dessus",
+        ignore_case=True,
+    ),
+)
+"""The built-in detectors, in the order the scanner reports ties."""
+
+BUILTIN_KINDS: tuple[str, ...] = (
+    "private_key",
+    "jwt",
+    "api_key",
+    "iban",
+    "card",
+    "email",
+    "phone",
+    "high_entropy",
+    "injection",
+)
+"""Built-in kinds, most specific first: redaction labels a merged span with the earliest."""
+
+IBAN_LENGTHS: Mapping[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BR": 29, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20,
+    "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18,
+    "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IS": 26, "IT": 27, "JO": 30,
+    "KW": 30, "KZ": 20, "LB": 28, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24,
+    "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24, "PL": 28,
+    "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SE": 24, "SI": 19, "SK": 24,
+    "SM": 27, "TN": 24, "TR": 26, "UA": 29, "VG": 24, "XK": 20,
+}  # fmt: skip
+"""IBAN length per country (ISO 13616 registry): a wrong length is not an IBAN."""
+
+CARD_PREFIXES: tuple[tuple[int, int, int, int], ...] = (
+    # (low prefix, high prefix, min length, max length), prefixes compared at their own width
+    (4, 4, 13, 19),  # Visa
+    (51, 55, 16, 16),  # Mastercard
+    (2221, 2720, 16, 16),  # Mastercard 2-series
+    (34, 34, 15, 15),  # American Express
+    (37, 37, 15, 15),
+    (300, 305, 14, 19),  # Diners Club
+    (36, 36, 14, 19),
+    (38, 39, 14, 19),
+    (6011, 6011, 16, 19),  # Discover
+    (644, 649, 16, 19),
+    (65, 65, 16, 19),
+    (3528, 3589, 16, 19),  # JCB
+    (62, 62, 16, 19),  # UnionPay
+    (5018, 5018, 12, 19),  # Maestro
+    (5020, 5020, 12, 19),
+    (5038, 5038, 12, 19),
+    (5893, 5893, 12, 19),
+    (6304, 6304, 12, 19),
+    (6759, 6759, 12, 19),
+    (6761, 6763, 12, 19),
+    (2200, 2204, 16, 19),  # Mir
+)
+"""Issuer prefixes (IIN ranges) with their card lengths: a Luhn-valid number outside them is a
+number, not a card (one random digit string in ten passes Luhn)."""
