@@ -2,10 +2,11 @@
 
     .venv/bin/python bench/write_policy.py [--split dev|holdout|all]
 
-One function per stage, each printing its own table for ``dev`` and ``holdout`` separately
-(thresholds are tuned on ``dev`` only; ``holdout`` is the honest figure). Today: the safety
-stage over ``bench/data/write_policy/safety.jsonl`` (``make_write_policy_data.py``). A stage
-added later (dedupe, contradiction) is another ``section_*`` function in ``SECTIONS``.
+One function per stage, each printing its own tables for ``dev`` and ``holdout`` separately
+(thresholds are tuned on ``dev`` only; ``holdout`` is the honest figure): the safety stage over
+``bench/data/write_policy/safety.jsonl``, and dedupe and contradiction over ``pairs.jsonl``
+beside it (see ``write_policy_pairs``). Both files are made by the seeded generators in that
+folder (``make_safety.py``, ``make_pairs.py``), which rewrite them byte for byte.
 
 Per kind, over the cases of a split: **precision** (cases flagged with the kind that carry
 it), **recall** (cases carrying the kind that were flagged with it), **fp_benign** (benign
@@ -94,7 +95,17 @@ def section_safety(splits: Sequence[str]) -> None:
             print(_row(name, tp, fp, fn, benign_fp, len(benign)))
 
 
-SECTIONS: dict[str, Callable[[Sequence[str]], None]] = {"safety": section_safety}
+def section_similarity(splits: Sequence[str]) -> None:
+    """Dedupe and contradiction over the labelled pairs (``write_policy_pairs``), both splits."""
+    from write_policy_pairs import report
+
+    report()
+
+
+SECTIONS: dict[str, Callable[[Sequence[str]], None]] = {
+    "safety": section_safety,
+    "similarity": section_similarity,
+}
 """Every stage's section, printed in this order."""
 
 

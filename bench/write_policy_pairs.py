@@ -1,5 +1,5 @@
 """Score the write policy's dedupe and contradiction rules on the labelled pairs of
-``bench/data/write_policy/pairs.jsonl`` (made by ``bench/make_write_policy_pairs.py``).
+``bench/data/write_policy/pairs.jsonl`` (made by ``bench/data/write_policy/make_pairs.py``).
 
 For the dev and holdout splits separately it prints:
 
@@ -45,7 +45,6 @@ here knows ("is on the payroll of", "typically" for "usually") read as changed f
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -157,13 +156,9 @@ def report(path: Path | str = DEFAULT) -> None:
     """Print dedupe and contradiction precision/recall, LSH recall and cost per split.
 
     Args:
-        path: A pairs file in the ``make_write_policy_pairs`` format.
+        path: A pairs file in the ``bench/data/write_policy/make_pairs.py`` format.
     """
     rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
     print(f"write policy pairs: {path}")
     for split in ("dev", "holdout"):
         _split_report(split, [row for row in rows if row["split"] == split])
-
-
-if __name__ == "__main__":
-    report(sys.argv[1] if len(sys.argv) > 1 else DEFAULT)

@@ -1,6 +1,6 @@
 """Generate the labelled safety set of the write-policy benchmark (deterministic, seeded).
 
-    python bench/make_write_policy_data.py   # writes bench/data/write_policy/safety.jsonl
+    python bench/data/write_policy/make_safety.py   # writes safety.jsonl beside it
 
 Each line is ``{"id", "split", "text", "kinds"}``: a chat-memory style sentence with embedded
 secrets, personal data or prompt injections (``kinds`` lists them), or a benign sentence with
@@ -23,7 +23,7 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 
-OUT = Path(__file__).parent / "data" / "write_policy" / "safety.jsonl"
+OUT = Path(__file__).resolve().parent / "safety.jsonl"
 SEED = 25
 SIZES = {"dev": 2000, "holdout": 1500}
 BENIGN_SHARE = 0.45

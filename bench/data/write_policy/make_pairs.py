@@ -11,7 +11,7 @@ use different filler words, so the holdout is a real held-out check of rules tun
 share of the near duplicates are rewordings no lexicon here knows ("is based in" for "lives
 in"): the honest hard cases.
 
-    .venv/bin/python bench/make_write_policy_pairs.py
+    .venv/bin/python bench/data/write_policy/make_pairs.py
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "data" / "write_policy" / "pairs.jsonl"
+OUT = Path(__file__).resolve().parent / "pairs.jsonl"
 SEED = 20250225
 COUNTS = {"dev": 2400, "holdout": 1600}
 SHARES = {
