@@ -264,6 +264,7 @@ def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinit
 def build_write_policy(settings: Settings) -> WritePolicy:
     """The write policy ``workers.memory.policy`` configures."""
     from workers.memory.policy.config import StageModes, WritePolicy
+    from workers.memory.policy.safety_rules import SafetyRules
 
     policy = settings.workers.memory.policy
 
@@ -277,4 +278,5 @@ def build_write_policy(settings: Settings) -> WritePolicy:
         tuple(policy.trust_levels),
         policy.default_trust,
         {category: round(days * 86_400) for category, days in policy.ttl_days.items()},
+        SafetyRules.from_mapping(policy.safety),
     )

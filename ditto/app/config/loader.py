@@ -130,8 +130,14 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_NAMES_ARE_DATA = frozenset({("workers", "memory", "policy", "safety", "actions")})
+"""Mappings whose keys name things, not settings: the safety stage's kinds (``api_key``,
+``jwt``) are what it detects, never a credential."""
+
+
 def _reject_credentials(tree: Any, label: str, path: tuple[str, ...] = ()) -> None:
     if isinstance(tree, dict):
+        names_are_data = path in _NAMES_ARE_DATA
         for key, value in tree.items():
             key_path = (*path, str(key))
             dotted = ".".join(key_path)
@@ -141,7 +147,7 @@ def _reject_credentials(tree: Any, label: str, path: tuple[str, ...] = ()) -> No
                     f"{label}: {dotted}: URLs and credentials are not allowed in YAML; "
                     f"set {variable} in the environment"
                 )
-            if _looks_like_credential(str(key)):
+            if not names_are_data and _looks_like_credential(str(key)):
                 raise ConfigError(
                     f"{label}: {dotted}: looks like a credential or URL; these come from the "
                     "environment, never from ditto.yaml"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -61,6 +61,22 @@ class MemoryPolicySettings(_Strict):
     ttl_days: dict[str, float] = Field(default_factory=dict)
     """Days until a new record of a category expires when its draft sets no expiry, e.g.
     ``daily: 7``."""
+    safety: dict[str, Any] = Field(default_factory=dict)
+    """The safety stage's rules: ``actions`` (kind -> allow | redact | quarantine | reject),
+    ``extra_patterns`` (``{kind, pattern, action?}``), ``disabled`` kinds,
+    ``entropy_threshold``, ``min_token_length`` (see ``SafetyRules``)."""
+
+    @field_validator("safety")
+    @classmethod
+    def _safety_rules(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from ditto.errors import DittoError
+        from workers.memory.policy.safety_rules import SafetyRules
+
+        try:
+            SafetyRules.from_mapping(value)  # a bad regex or action fails at start
+        except DittoError as exc:
+            raise ValueError(exc.message) from None
+        return value
 
     @field_validator("ttl_days")
     @classmethod

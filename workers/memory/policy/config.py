@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ditto.errors import InvalidInputError
+from workers.memory.policy.safety_rules import SafetyRules
 
 __all__ = ("DEFAULT_TRUST_LEVELS", "STAGES", "StageMode", "StageModes", "WritePolicy")
 
@@ -66,6 +67,8 @@ class WritePolicy:
             ranks below every level).
         category_ttl_s: Seconds until a new record of the category expires, when its draft
             gives no ``expires_at`` or ``ttl``.
+        safety: What the safety stage detects and does about each kind (patterns, actions,
+            thresholds; see :class:`~workers.memory.policy.safety_rules.SafetyRules`).
 
     Raises:
         InvalidInputError: A mode that is not ``off``, ``observe`` or ``enforce``, an empty or
@@ -78,6 +81,7 @@ class WritePolicy:
     trust_levels: tuple[str, ...] = DEFAULT_TRUST_LEVELS
     default_trust: str | None = None
     category_ttl_s: Mapping[str, int] = field(default_factory=dict)
+    safety: SafetyRules = field(default_factory=SafetyRules)
 
     def __post_init__(self) -> None:
         levels = self.trust_levels

@@ -107,8 +107,9 @@ class WriteNodes(NodeBase):
             seen.add((draft.namespace, draft.key))
         if not request.memories:
             return WriteOutput([])
-        prepared, rules = self.pipeline.prepare(request.memories, request.policy)
-        drafts = await self.access.stamp(ctx, prepared)
+        prepared = self.pipeline.prepare(request.memories, request.policy)
+        rules = prepared.rules
+        drafts = await self.access.stamp(ctx, prepared.drafts)
         vectors = await self._vectors(drafts)
         writing = self.store.write(
             drafts, request.mode, vectors, self.access.guard(ctx), rules=rules
@@ -120,7 +121,7 @@ class WriteNodes(NodeBase):
         ):
             raise off_contract("WRITE must return one record per draft, in order")
         await self.access.record_items(ctx, items)
-        return WriteOutput(items, self.pipeline.outcomes(items, rules))
+        return WriteOutput(items, self.pipeline.outcomes(items, prepared))
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
         self._start_hygiene()
