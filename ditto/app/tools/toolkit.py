@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ditto.app.tools.outcomes import say_outcome
 from ditto.app.tools.specs import (
     PAR_TOOLS,
     PRX_TOOLS,
@@ -225,7 +226,12 @@ class MemoryToolkit:
         if isinstance(output, dict):
             return output
         (item,) = output.items
-        return {"stored": item.key, "category": item.category, "version": item.version}
+        return {
+            "stored": item.key,
+            "category": item.category,
+            "version": item.version,
+            "note": say_outcome(output.outcomes[0]),
+        }
 
     async def _memory_recall(self, arguments: RecallArguments) -> Result:
         return await self._search(
@@ -283,7 +289,7 @@ class MemoryToolkit:
         if isinstance(output, dict):
             return output
         (item,) = output.items
-        return {"stored": item.id}
+        return {"stored": item.id, "note": say_outcome(output.outcomes[0])}
 
     async def _recall_memory(self, arguments: SessionSearchArguments) -> Result:
         return await self._search(

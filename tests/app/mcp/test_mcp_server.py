@@ -82,7 +82,12 @@ async def exercise(session: ClientSession) -> None:
         "memory_store", {"key": "user_timezone", "value": "UTC+8 (Shanghai)"}
     )
     assert not stored.is_error
-    assert _payload(stored) == {"stored": "user_timezone", "category": "core", "version": 1}
+    assert _payload(stored) == {
+        "stored": "user_timezone",
+        "category": "core",
+        "version": 1,
+        "note": "Stored.",
+    }
     got = _payload(await session.call_tool("memory_get", {"key": "user_timezone"}))
     assert got["content"] == "UTC+8 (Shanghai)"
     found = _payload(await session.call_tool("memory_search", {"query": "timezone shanghai"}))

@@ -43,7 +43,12 @@ async def test_prx_tools_store_get_search_recall_and_forget(runtime: Ditto) -> N
     stored = await tools.call(
         "memory_store", {"key": "user_timezone", "value": "The user is in UTC+8 (Shanghai)"}
     )
-    assert stored == {"stored": "user_timezone", "category": "core", "version": 1}
+    assert stored == {
+        "stored": "user_timezone",
+        "category": "core",
+        "version": 1,
+        "note": "Stored.",
+    }
     await tools.call(
         "memory_store",
         {"key": "deadline", "value": "The report deadline is Friday", "category": "daily"},
@@ -238,3 +243,25 @@ async def test_a_forgotten_preference_does_not_come_back_from_the_conversation(
         "memory_search", {"query": "tabs indentation", "category": "conversation"}
     )
     assert len(explicit["memories"]) == 1
+
+
+async def test_memory_store_tells_the_model_what_the_write_policy_did() -> None:
+    from workers.memory.policy.config import StageModes, WritePolicy
+
+    policy = WritePolicy(StageModes(safety="enforce", contradiction="enforce"))
+    worker = create_memory_worker(InProcessMemoryStore(), policy=policy)
+    async with create_ditto(workers=[worker]) as runtime:
+        tools = MemoryToolkit(runtime, families=["prx"])
+        first = await tools.call("memory_store", {"key": "city", "value": "lives in Berlin"})
+        again = await tools.call("memory_store", {"key": "city", "value": "lives in Berlin"})
+        moved = await tools.call("memory_store", {"key": "city", "value": "lives in Paris"})
+        secret = await tools.call(
+            "memory_store",
+            {"key": "deploy", "value": "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"},
+        )
+        recalled = await tools.call("memory_recall", {"query": "lives"})
+    assert first["note"] == "Stored."
+    assert again["note"] == "Already remembered: nothing new was stored."
+    assert moved["note"] == "Stored; it replaces an older memory, which is kept in history."
+    assert secret["note"] == "Stored. Removed before storing: api_key."
+    assert "Berlin" not in json.dumps(recalled)  # the superseded fact is not recalled
