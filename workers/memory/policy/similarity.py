@@ -46,6 +46,8 @@ from .text_norm import normalise, shingles, term, terms, tokens
 __all__ = (
     "BANDS",
     "BINS",
+    "MAX_BUCKET",
+    "MAX_CANDIDATES",
     "NEAR_DUPLICATE_COSINE",
     "NEAR_DUPLICATE_JACCARD",
     "CandidateIndex",
@@ -66,6 +68,13 @@ BANDS = 16
 """LSH bands; each holds ``BINS // BANDS`` values."""
 NEAR_DUPLICATE_JACCARD = 0.6
 """Shingle Jaccard at or above which two texts with the same terms are one fact (dev-tuned)."""
+MAX_BUCKET = 32
+"""A band shared by more records than this is skipped when looking for candidates: it is a
+template or a common phrase, and scoring every record in it would make one lookup cost the
+namespace's size (a duplicate still shares other bands, and its exact hash, with the text)."""
+MAX_CANDIDATES = 128
+"""The most records one lookup scores: the bound on a write's dedupe cost in a namespace of
+look-alike records (bands are read in order until this many are found)."""
 NEAR_DUPLICATE_COSINE = 0.9
 """Embedding cosine a near duplicate must also reach when the caller has one (not tuned here:
 the benchmark runs without an embedder; 0.9 is a conservative sentence-embedding bar)."""
@@ -350,8 +359,12 @@ class CandidateIndex(Generic[K]):
         found: set[K] = set()
         for key in self._keys(sig):
             bucket = self._buckets.get(key)
-            if bucket:
+            # A band most records share (a template, a common phrase) says nothing about this
+            # text, and scoring all of them would make each write cost the namespace's size.
+            if bucket and len(bucket) <= MAX_BUCKET:
                 found |= bucket
+                if len(found) >= MAX_CANDIDATES:
+                    break
         values = sig.values
         scored = [
             (sum(map(eq, values, self._signatures[record_id].values)), record_id)

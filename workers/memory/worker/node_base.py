@@ -43,7 +43,7 @@ class NodeBase:
         self.hygiene: PeriodicHygiene | None = None
         self.embedder = embedder
         self.model = None if embedder is None else model_of(embedder)
-        self.pipeline = WritePipeline(policy or WritePolicy())
+        self.pipeline = WritePipeline(policy or WritePolicy(), store)
 
     def _start_hygiene(self) -> None:
         # The first call is the first place with a running event loop to run it on.

@@ -1,13 +1,15 @@
 """The write policy as the WRITE node runs it: each draft's stage modes, its trust checked
 against the scale, its category's expiry, the safety stage (redact, reject or quarantine what
-it finds), the store's rules for the call — and, once the store has committed, what the write
-did with each draft."""
+it finds), dedupe (a draft stating a fact the namespace holds is not written again), the
+store's rules for the drafts it writes — and, once the store has committed, what the write did
+with each draft."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -19,6 +21,9 @@ from workers.memory.model.planning import Action, WriteRules
 from workers.memory.policy.config import StageModes, WritePolicy
 from workers.memory.policy.safety import SafetyScanner, UnsafeContentError, decide, redact_json
 from workers.memory.policy.safety_rules import SafetyAction
+from workers.memory.policy.similarity import Signature
+from workers.memory.ports import MemoryStore
+from workers.memory.worker.dedupe import Duplicates
 
 __all__ = ("PreparedWrite", "WritePipeline")
 
@@ -38,16 +43,29 @@ _SCANNED = ("content", "summary", "tags", "metadata", "source")
 
 @dataclass(slots=True)
 class PreparedWrite:
-    """One WRITE call's drafts as the store should write them, its rules, and what the safety
-    stage found (reported with the outcomes)."""
+    """One WRITE call's drafts as the store should write them, its rules, and what the stages
+    found (reported with the outcomes). Positions are the call's draft positions."""
 
     drafts: list[MemoryDraft]
+    """Every draft of the call, as the stages left it."""
     rules: WriteRules
+    """The store's rules, over :attr:`to_write` (the drafts the store is handed)."""
+    written: list[int] = field(default_factory=list)
+    """The positions of the drafts the store writes, in order."""
+    duplicates: dict[int, MemoryItem] = field(default_factory=dict)
+    """Position -> the stored record an enforcing dedupe stage found it repeats."""
+    repeats: dict[int, int] = field(default_factory=dict)
+    """Position -> the earlier position of the same call whose text it repeats exactly."""
+    prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     found: dict[int, dict[str, int]] = field(default_factory=dict)
     """Position -> kinds found and their counts (never the values)."""
     redacted: set[int] = field(default_factory=set)
     observed: dict[int, list[Outcome]] = field(default_factory=dict)
-    """Position -> what an observing safety stage would have done."""
+    """Position -> what observing stages would have done."""
+
+    @property
+    def to_write(self) -> list[MemoryDraft]:
+        return [self.drafts[position] for position in self.written]
 
 
 class WritePipeline:
@@ -58,15 +76,23 @@ class WritePipeline:
             still report their outcomes).
     """
 
-    def __init__(self, policy: WritePolicy) -> None:
+    def __init__(self, policy: WritePolicy, store: MemoryStore) -> None:
         self.policy = policy
+        self.duplicates = Duplicates(store)
         self._levels = frozenset(policy.trust_levels)
         self._ranks = policy.ranks
         self._scanner: SafetyScanner | None = None
         """Compiled on the first write the safety stage reads (compiling costs milliseconds)."""
 
-    def prepare(self, drafts: Sequence[MemoryDraft], call: PolicyOverride | None) -> PreparedWrite:
-        """The drafts as the store should write them, and the rules it plans them with.
+    async def prepare(
+        self,
+        drafts: Sequence[MemoryDraft],
+        call: PolicyOverride | None,
+        now: datetime,
+        visible_to: str | None = None,
+    ) -> PreparedWrite:
+        """The drafts as the store should write them, and the rules it plans them with
+        (``visible_to``: a duplicate must be visible to this principal, under access control).
 
         Raises:
             MemoryStoreError: ``INVALID_INPUT`` for a trust level off the scale (naming the
@@ -83,6 +109,8 @@ class WritePipeline:
         supersede: set[int] = set()
         observe: set[int] = set()
         quarantined: set[int] = set()
+        dedupe: dict[int, bool] = {}
+        """Position -> whether dedupe enforces (absent: off) for keyless drafts."""
         for position, draft in enumerate(drafts):
             changes: dict[str, Any] = {}
             if draft.trust is None:
@@ -106,10 +134,40 @@ class WritePipeline:
                 supersede.add(position)
             elif modes.contradiction == "observe":
                 observe.add(position)
-        rules.supersede = frozenset(supersede)
-        rules.observe = frozenset(observe)
-        rules.quarantined = frozenset(quarantined)
+            # Keyed drafts are deduped by their key already (an equal one replays it).
+            if modes.dedupe != "off" and draft.key is None and position not in quarantined:
+                dedupe[position] = modes.dedupe == "enforce"
+        if dedupe:
+            await self._dedupe(dedupe, prepared, now, visible_to)
+        skipped = prepared.duplicates.keys() | prepared.repeats.keys()
+        prepared.written = [position for position in range(len(drafts)) if position not in skipped]
+        place = {position: index for index, position in enumerate(prepared.written)}
+        rules.supersede = frozenset(place[p] for p in supersede if p in place)
+        rules.observe = frozenset(place[p] for p in observe if p in place)
+        rules.quarantined = frozenset(place[p] for p in quarantined if p in place)
         return prepared
+
+    async def _dedupe(
+        self,
+        modes: dict[int, bool],
+        prepared: PreparedWrite,
+        now: datetime,
+        visible_to: str | None,
+    ) -> None:
+        """Find the duplicates among the drafts at ``modes``' positions: enforced ones are not
+        written, observed ones are reported."""
+        checked = [(position, prepared.drafts[position]) for position in modes]
+        found, repeats, prepared.prints = await self.duplicates.find(checked, now, visible_to)
+        for position, item in found.items():
+            if modes[position]:
+                prepared.duplicates[position] = item
+            else:
+                prepared.observed.setdefault(position, []).append("deduplicated")
+        for position, earlier in repeats.items():
+            if modes[position]:
+                prepared.repeats[position] = earlier
+            else:
+                prepared.observed.setdefault(position, []).append("deduplicated")
 
     def _screen(
         self,
@@ -159,18 +217,24 @@ class WritePipeline:
             prepared.redacted.add(position)
         return verdict.action is SafetyAction.QUARANTINE
 
-    @staticmethod
-    def outcomes(items: Sequence[MemoryItem], prepared: PreparedWrite) -> list[WriteOutcome]:
-        """What the write did with each draft (``prepared.rules`` as the store left them)."""
+    def finish(
+        self, written: Sequence[MemoryItem], prepared: PreparedWrite
+    ) -> tuple[list[MemoryItem], list[WriteOutcome]]:
+        """Every draft's record and outcome, in the call's order, from the records the store
+        wrote (one per :attr:`PreparedWrite.written` position) and the duplicates found; the
+        records written are added to the dedupe index."""
         rules = prepared.rules
-        reported: list[WriteOutcome] = []
-        for position, item in enumerate(items):
-            action, related = rules.decided.get(position, ("insert", None))
+        items: dict[int, MemoryItem] = dict(prepared.duplicates)
+        reported: dict[int, WriteOutcome] = {}
+        learned: list[tuple[MemoryItem, tuple[str, Signature]]] = []
+        for index, (position, item) in enumerate(zip(prepared.written, written, strict=True)):
+            items[position] = item
+            action, related = rules.decided.get(index, ("insert", None))
             outcome: list[Outcome] = [_OUTCOME[action]]
             if position in prepared.redacted:
                 outcome.append("redacted")
             observed = list(prepared.observed.get(position, ()))
-            would = rules.observed.get(position)
+            would = rules.observed.get(index)
             if would is not None:
                 observed.append(_OUTCOME[would])
                 logger.info(
@@ -179,14 +243,27 @@ class WritePipeline:
                     "superseded" if would == "supersede" else "contested",
                     related,
                 )
-            reported.append(
-                WriteOutcome(
-                    outcome,
-                    duplicate_of=related if action == "keep" else None,
-                    supersedes=related if action == "supersede" else None,
-                    contests=related if action == "contest" else None,
-                    safety=prepared.found.get(position, {}),
-                    observed=observed,
-                )
+            reported[position] = WriteOutcome(
+                outcome,
+                duplicate_of=related if action == "keep" else None,
+                supersedes=related if action == "supersede" else None,
+                contests=related if action == "contest" else None,
+                safety=prepared.found.get(position, {}),
+                observed=observed,
             )
-        return reported
+            if action != "keep" and position in prepared.prints:
+                learned.append((item, prepared.prints[position]))
+        self.duplicates.learn(learned)
+        for position, item in prepared.duplicates.items():
+            reported[position] = WriteOutcome(
+                ["deduplicated"], duplicate_of=item.id, safety=prepared.found.get(position, {})
+            )
+        for position, earlier in sorted(prepared.repeats.items()):
+            items[position] = items[earlier]
+            reported[position] = WriteOutcome(
+                ["deduplicated"],
+                duplicate_of=items[earlier].id,
+                safety=prepared.found.get(position, {}),
+            )
+        count = len(prepared.drafts)
+        return [items[p] for p in range(count)], [reported[p] for p in range(count)]

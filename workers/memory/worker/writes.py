@@ -13,6 +13,7 @@ from workers.memory.model.contracts import (
     DeleteInput,
     DeleteOutput,
     MemoryDraft,
+    MemoryFilter,
     MemoryItem,
     MemoryPatch,
     UpdateInput,
@@ -107,21 +108,30 @@ class WriteNodes(NodeBase):
             seen.add((draft.namespace, draft.key))
         if not request.memories:
             return WriteOutput([])
-        prepared = self.pipeline.prepare(request.memories, request.policy)
-        rules = prepared.rules
-        drafts = await self.access.stamp(ctx, prepared.drafts)
-        vectors = await self._vectors(drafts)
-        writing = self.store.write(
-            drafts, request.mode, vectors, self.access.guard(ctx), rules=rules
+        now = now_from(self.clock)
+        # A duplicate is only ever one the caller may see (under access control).
+        visible_to = self.access.visible_filter(MemoryFilter(), self.access.principal(ctx))
+        prepared = await self.pipeline.prepare(
+            request.memories, request.policy, now, visible_to.visible_to
         )
-        items = check_items(await self.access.audited(ctx, writing, []), "WRITE output")
-        if len(items) != len(request.memories) or any(
+        drafts = await self.access.stamp(ctx, prepared.to_write)
+        written: list[MemoryItem] = []
+        if drafts:
+            vectors = await self._vectors(drafts)
+            writing = self.store.write(
+                drafts, request.mode, vectors, self.access.guard(ctx), rules=prepared.rules
+            )
+            written = check_items(await self.access.audited(ctx, writing, []), "WRITE output")
+        if len(written) != len(drafts) or any(
             (item.namespace, item.key) != (draft.namespace, draft.key)
-            for item, draft in zip(items, request.memories, strict=True)
+            for item, draft in zip(written, drafts, strict=True)
         ):
             raise off_contract("WRITE must return one record per draft, in order")
+        items, outcomes = self.pipeline.finish(written, prepared)
+        if prepared.duplicates and self.usage is not None:  # a fact stated again is a use
+            await self.usage.record_usage([item.id for item in prepared.duplicates.values()], now)
         await self.access.record_items(ctx, items)
-        return WriteOutput(items, self.pipeline.outcomes(items, prepared))
+        return WriteOutput(items, outcomes)
 
     async def update(self, request: UpdateInput, ctx: NodeContext) -> UpdateOutput:
         self._start_hygiene()

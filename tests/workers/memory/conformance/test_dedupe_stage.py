@@ -1,0 +1,128 @@
+"""The write policy's dedupe stage on every store: a fact stated again — exactly, or in nearly
+the same words — is not stored again; the write returns the record that holds it. A changed
+number, another principal's private record or a record that expired is never a duplicate."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ditto import create_ditto
+from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
+from workers.memory import AccessPolicy, MemoryDraft, MemoryStore, create_memory_worker
+from workers.memory.policy.config import StageMode, StageModes, WritePolicy
+from workers.memory.ports import UsageTracking
+
+pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
+
+
+async def _harness(
+    open_store: OpenStore, store_env: StoreEnv, mode: StageMode, *, acl: bool = False
+) -> MemoryHarness:
+    store = await open_store()
+    worker = create_memory_worker(
+        store,
+        clock=store_env.clock,
+        policy=WritePolicy(StageModes(dedupe=mode)),
+        access=AccessPolicy("enforce") if acl else None,
+    )
+    return MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+
+
+@pytest.fixture
+async def deduping(open_store: OpenStore, store_env: StoreEnv) -> AsyncIterator[MemoryHarness]:
+    memory = await _harness(open_store, store_env, "enforce")
+    async with memory.runtime:
+        yield memory
+
+
+async def _write(memory: MemoryHarness, *contents: str, principal: str | None = None) -> Any:
+    result = await memory.call(
+        "MEMORY.WRITE", {"memories": [{"content": text} for text in contents]}, principal=principal
+    )
+    assert result.ok, result.error
+    return result.output
+
+
+async def test_the_same_fact_again_is_not_stored_again(deduping: MemoryHarness) -> None:
+    first = await _write(deduping, "The user prefers dark mode in every editor.")
+    again = await _write(deduping, "the user prefers   DARK mode in every editor")
+    near = await _write(deduping, "The user really prefers dark mode in every editor.")
+    (original,) = first.items
+    for output in (again, near):
+        (outcome,) = output.outcomes
+        assert (outcome.outcome, outcome.duplicate_of) == (["deduplicated"], original.id)
+        assert output.items[0].id == original.id
+    assert [item.id for item in await deduping.all_records()] == [original.id]
+
+
+@requires(UsageTracking)
+async def test_a_duplicate_counts_as_a_use(deduping: MemoryHarness) -> None:
+    await _write(deduping, "Standup is at 9:30 every weekday.")
+    await _write(deduping, "standup is at 9:30 every weekday")
+    (item,) = await deduping.all_records()
+    assert item.usage_count == 1
+
+
+async def test_a_changed_number_is_a_new_fact(deduping: MemoryHarness) -> None:
+    await _write(deduping, "Standup is at 9:30 every weekday.")
+    changed = await _write(deduping, "Standup is at 10:30 every weekday.")
+    assert changed.outcomes[0].outcome == ["created"]
+    assert len(await deduping.all_records()) == 2
+
+
+async def test_repeats_within_one_batch_are_stored_once(deduping: MemoryHarness) -> None:
+    output = await _write(
+        deduping,
+        "Alice owns the billing service.",
+        "alice owns the billing service",
+        "Bob owns search.",
+    )
+    items = output.items
+    assert items[0].id == items[1].id != items[2].id
+    assert [o.outcome for o in output.outcomes] == [["created"], ["deduplicated"], ["created"]]
+    assert len(await deduping.all_records()) == 2
+
+
+async def test_a_record_written_by_another_writer_is_found(deduping: MemoryHarness) -> None:
+    await _write(deduping, "First note, so the namespace is read.")
+    (other,) = await deduping.store.write(
+        [MemoryDraft(content="The deploy freeze starts on Monday.")], "create"
+    )
+    again = await _write(deduping, "the deploy freeze starts on monday")
+    assert again.items[0].id == other.id
+
+
+async def test_an_expired_record_is_not_a_duplicate(deduping: MemoryHarness) -> None:
+    await deduping.ok(
+        "MEMORY.WRITE", {"memories": [{"content": "Flight lands at 6pm.", "ttl": 60}]}
+    )
+    deduping.clock.now += timedelta(seconds=61)
+    again = await _write(deduping, "Flight lands at 6pm.")
+    assert again.outcomes[0].outcome == ["created"]
+
+
+async def test_another_principals_private_record_is_never_returned(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _harness(open_store, store_env, "enforce", acl=True)
+    async with memory.runtime:
+        alice = await _write(memory, "The launch code name is Bluebird.", principal="alice")
+        bob = await _write(memory, "The launch code name is Bluebird.", principal="bob")
+    assert bob.items[0].id != alice.items[0].id
+    assert bob.outcomes[0].outcome == ["created"]
+
+
+async def test_observe_reports_and_stores_anyway(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _harness(open_store, store_env, "observe")
+    async with memory.runtime:
+        await _write(memory, "Coffee order: flat white.")
+        again = await _write(memory, "coffee order: flat white")
+        (outcome,) = again.outcomes
+        assert (outcome.outcome, outcome.observed) == (["created"], ["deduplicated"])
+        assert len(await memory.all_records()) == 2
