@@ -83,6 +83,10 @@ class WritePipeline:
         self._ranks = policy.ranks
         self._scanner: SafetyScanner | None = None
         """Compiled on the first write the safety stage reads (compiling costs milliseconds)."""
+        self._plain = (
+            not policy.active and policy.default_trust is None and not policy.category_ttl_s
+        )
+        """Nothing configured changes a draft: only a call's own modes or trust need a look."""
 
     async def prepare(
         self,
@@ -101,10 +105,18 @@ class WritePipeline:
                 whose action is ``reject`` (naming kinds, never values); nothing is written.
         """
         policy = self.policy
+        rules = WriteRules(ranks=self._ranks, default_trust=policy.default_trust)
+        if self._plain and call is None:  # the common case, on every write: nothing to do
+            for position, draft in enumerate(drafts):
+                if draft.trust is not None and draft.trust not in self._levels:
+                    raise MemoryStoreError(
+                        f"memories[{position}].trust must be one of: "
+                        f"{', '.join(policy.trust_levels)}"
+                    )
+            return PreparedWrite(list(drafts), rules, list(range(len(drafts))))
         overrides = (
             None if call is None else StageModes(call.safety, call.dedupe, call.contradiction)
         )
-        rules = WriteRules(ranks=self._ranks, default_trust=policy.default_trust)
         prepared = PreparedWrite([], rules)
         supersede: set[int] = set()
         observe: set[int] = set()

@@ -13,7 +13,6 @@ from workers.memory.model.contracts import (
     DeleteInput,
     DeleteOutput,
     MemoryDraft,
-    MemoryFilter,
     MemoryItem,
     MemoryPatch,
     UpdateInput,
@@ -110,10 +109,8 @@ class WriteNodes(NodeBase):
             return WriteOutput([])
         now = now_from(self.clock)
         # A duplicate is only ever one the caller may see (under access control).
-        visible_to = self.access.visible_filter(MemoryFilter(), self.access.principal(ctx))
-        prepared = await self.pipeline.prepare(
-            request.memories, request.policy, now, visible_to.visible_to
-        )
+        visible_to = self.access.principal(ctx) if self.access.enforcing else None
+        prepared = await self.pipeline.prepare(request.memories, request.policy, now, visible_to)
         drafts = await self.access.stamp(ctx, prepared.to_write)
         written: list[MemoryItem] = []
         if drafts:
