@@ -266,7 +266,7 @@ async def test_markdown_batches_survive_kill_9_whole_or_not_at_all(tmp_path: Pat
 
     async def health(store: MemoryStore) -> None:
         # Opening replayed or dropped the batch under way: no journal, no temporary file.
-        leftovers = [p.name for p in folder.rglob("*") if p.name.endswith(".tmp")]
+        leftovers = [p.name for p in folder.rglob("*") if p.name.endswith(".ditto-tmp")]
         assert leftovers == []
         assert not (folder / ".ditto" / "journal.json").exists()
 

@@ -143,12 +143,12 @@ async def test_a_batch_committed_before_a_crash_is_completed_on_open(tmp_path: P
     # What a writer killed right after its commit point leaves: the new file still under its
     # temporary name, and the journal naming the rename and the history line to append.
     after = msgspec.structs.replace(item, content="after", version=2)
-    temp = tmp_path / "default" / ".k.md.0000.tmp"
+    temp = tmp_path / "default" / ".k.md.0000.ditto-tmp"
     temp.write_bytes(render(after))
     history = tmp_path / ".ditto" / "history.jsonl"
     line = msgspec.json.encode(history_entry(after, "update", after.updated_at)) + b"\n"
     journal = {
-        "renames": [["default/.k.md.0000.tmp", "default/k.md"]],
+        "renames": [["default/.k.md.0000.ditto-tmp", "default/k.md"]],
         "deletes": [],
         "log": ".ditto/history.jsonl",
         "offset": history.stat().st_size,
@@ -169,7 +169,7 @@ async def test_a_batch_that_crashed_before_its_commit_point_never_happened(
 ) -> None:
     async with MarkdownMemoryStore(tmp_path) as store:
         (item,) = await store.write([MemoryDraft("before", key="k")], "create")
-    temp = tmp_path / "default" / ".k.md.0000.tmp"
+    temp = tmp_path / "default" / ".k.md.0000.ditto-tmp"
     temp.write_bytes(b"---\nhalf a fi")  # no journal: the batch had not committed
     async with MarkdownMemoryStore(tmp_path) as store:
         (read,) = await store.get([item.id], [], "default")

@@ -131,6 +131,9 @@ def recover(root: Path) -> bool:
     Returns:
         Whether there was one.
     """
+    for leftover in (root / STATE_DIR).glob(f".*{TEMP_SUFFIX}"):  # a journal never committed
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
     try:
         data = (root / STATE_DIR / JOURNAL_FILE).read_bytes()
     except FileNotFoundError:

@@ -44,7 +44,8 @@ AUDIT_FILE = "audit.jsonl"
 JOURNAL_FILE = "journal.json"
 SECRET_FILE = "cursor-secret"
 SUFFIX = ".md"
-TEMP_SUFFIX = ".tmp"
+TEMP_SUFFIX = ".ditto-tmp"
+"""Ends the store's temporary files: distinct from an editor's, which the store never touches."""
 MAX_STEM = 150
 """Longest encoded file name stem (bytes; most file systems allow 255 for the whole name)."""
 GITIGNORE = (
