@@ -180,3 +180,15 @@ async def test_a_malformed_file_is_logged_with_its_path_and_skipped(
     (back,) = await folder.by_key("soon-bad")
     assert (back.content, back.version) == ("x", 1)
     assert await folder.changes(back.id) == ["create"]
+
+
+async def test_a_symbolic_link_is_not_followed(folder: Folder, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret words from elsewhere\n")
+    (folder.root / "default").mkdir(parents=True, exist_ok=True)
+    (folder.root / "default" / "link.md").symlink_to(outside)
+    (folder.root / "linked").symlink_to(tmp_path, target_is_directory=True)
+
+    assert await folder.found("secret") == []
+    assert await folder.by_key("link") == []
+    assert outside.read_text() == "secret words from elsewhere\n"  # never rewritten

@@ -98,6 +98,7 @@ def record_path(item: MemoryItem) -> str:
 
 
 def is_record_file(name: str) -> bool:
+    """A record file: a visible ``.md`` file."""
     return name.endswith(SUFFIX) and not name.startswith(".")
 
 

@@ -66,15 +66,17 @@ class FolderScan(FolderState):
         edited: list[MemoryItem] = []
         entries: list[HistoryEntry] = []
         for folder in sorted(os.scandir(self.root), key=lambda entry: entry.name):
-            if folder.name.startswith(".") or not folder.is_dir():
-                continue  # .ditto, .git, and files beside the folders (a README) are not records
+            if folder.name.startswith(".") or not folder.is_dir(follow_symlinks=False):
+                # .ditto, .git, files beside the folders (a README) are not records; nor is
+                # what a symbolic link points to, which may be anywhere.
+                continue
             for file in sorted(os.scandir(folder.path), key=lambda entry: entry.name):
                 relative = f"{folder.name}/{file.name}"
                 if is_temp_file(file.name):  # a batch that crashed before its commit point
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(file.path)
                     continue
-                if not is_record_file(file.name) or not file.is_file():
+                if not is_record_file(file.name) or not file.is_file(follow_symlinks=False):
                     continue
                 state = self._look(relative, folder.name, file, now, found, edited, entries)
                 if state is not None:

@@ -40,10 +40,12 @@ def clone(item: MemoryItem) -> MemoryItem:
 
 
 def clone_entry(entry: HistoryEntry) -> HistoryEntry:
+    """A deep copy of a history entry (see :func:`clone`)."""
     return _decode_entry.decode(_encode.encode(entry))
 
 
 def digest_of(data: bytes) -> bytes:
+    """The hash that tells a changed file from a touched one."""
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
@@ -110,6 +112,7 @@ class FolderState:
     # ----------------------------------------------------------------- changes in memory
 
     def put(self, item: MemoryItem, relative: str) -> None:
+        """Know ``item`` (a copy) as held by the file ``relative``, with its words."""
         self.drop(item.id)
         item = clone(item)
         self.items[item.id] = item
@@ -120,6 +123,7 @@ class FolderState:
         self.terms[item.id] = Counter(light_stem(word) for word in text_words(text))
 
     def drop(self, item_id: str) -> MemoryItem | None:
+        """Forget a record; the record it was, if known."""
         item = self.items.pop(item_id, None)
         self.paths.pop(item_id, None)
         self.terms.pop(item_id, None)
