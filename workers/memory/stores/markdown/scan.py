@@ -11,6 +11,11 @@ file is rewritten in the store's format. A new file without an ``id`` is a perso
 gets an id (and a ``create`` entry); a file that vanished is a ``delete``. The history's last
 entry of each record is what the store last wrote, so edits made while no store ran are found
 too. A file that cannot be read is logged with its path and left out, never deleted.
+
+Limits, by design of plain files: an editor takes no lock, so an edit saved while the store
+rewrites that very file may be lost (the store's rename wins; the next scan sees the store's
+version). A copied file keeps its ``id`` and is skipped as a duplicate (logged); delete the
+``id`` line to make the copy a record of its own.
 """
 
 from __future__ import annotations
