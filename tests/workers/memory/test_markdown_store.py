@@ -176,3 +176,19 @@ async def test_a_batch_that_crashed_before_its_commit_point_never_happened(
         assert read.content == "before"
         assert await store.count(MemoryFilter()) == 1
     assert not temp.exists()
+
+
+async def test_a_second_store_on_the_folder_follows_a_supersession(tmp_path: Path) -> None:
+    rules = WriteRules(supersede=frozenset({0}), ranks={"user": 1})
+    async with MarkdownMemoryStore(tmp_path) as one, MarkdownMemoryStore(tmp_path) as two:
+        (old,) = await one.write([MemoryDraft("old fact", key="fact", trust="user")], "create")
+        assert [item.id for item in await two.get([], ["fact"], "default")] == [old.id]
+        (new,) = await one.write(
+            [MemoryDraft("new fact", key="fact", trust="user")], "create", rules=rules
+        )
+        seen = await two.get([], ["fact"], "default")
+        assert [(item.id, item.status) for item in seen] == [
+            (new.id, "active"),
+            (old.id, "superseded"),
+        ]
+        assert [e.change for e in await two.history(old.id)] == ["create", "supersede"]

@@ -155,14 +155,16 @@ class FolderScan(FolderState):
             merged = {**_fields_of(base), **fields}
             item = to_item(merged, parsed.content)
             if item == base or item.version > base.version:
-                return self._checked(item), None
+                # Another store's write, checked by it. Not checked here: the key's former
+                # holder may be in a file this scan has not reached yet.
+                return item, None
             source = "file" if item.source == base.source else item.source
             edit = msgspec.structs.replace(
                 item, version=base.version + 1, updated_at=now, source=source
             )
             return self._checked(edit), "update"
         if item_id is not None and "version" in fields and (last is None):
-            return self._checked(to_item(fields, parsed.content)), None  # a copied record
+            return to_item(fields, parsed.content), None  # a record another store restored
         return self._checked(self._created(relative, folder, fields, parsed, now, last)), "create"
 
     def _created(
