@@ -3,6 +3,8 @@ folder's lock, after a scan of the files."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
 import os
 import secrets
@@ -13,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from ditto.contracts.outcomes import claim_outcome
+from ditto.contracts.outcomes import claim_outcome, deadline_fired
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import Clock, utc_now
@@ -62,11 +64,24 @@ class MarkdownBase(MemoryStore):
     async def _run(self, operation: Callable[[], R], *, writes: bool = False) -> R:
         """Run ``operation`` in a worker thread, holding the locks, after a scan: one thread
         hop per operation."""
-        if writes:
-            # The thread cannot be stopped half way: a deadline must not report "not
-            # written" for a batch that goes on to commit.
-            claim_outcome()
-        return await anyio.to_thread.run_sync(self._locked, operation)
+        if not writes:
+            return await anyio.to_thread.run_sync(self._locked, operation)
+        # A batch cannot be stopped half way (nor rolled back once its journal is in): a
+        # cancelled wait waits on for the thread, and a batch that was written when the
+        # call's deadline fired is reported as written, not as "timeout" (the SQLite
+        # store's rule, ``stores.sqlite.jobs.settle``).
+        waiter = asyncio.get_running_loop().run_in_executor(None, self._locked, operation)
+        try:
+            result = await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            while not waiter.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(waiter)
+            if waiter.exception() is not None or not deadline_fired():
+                raise  # nothing was written, or the caller itself left
+            result = waiter.result()
+        claim_outcome()
+        return result
 
     def _locked(self, operation: Callable[[], R]) -> R:
         with self._boundary, self._thread_lock:
