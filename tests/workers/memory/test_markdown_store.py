@@ -5,6 +5,7 @@ whole or absent."""
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from workers.memory import MemoryDraft, MemoryFilter, MemoryPatch
 from workers.memory.model.planning import WriteRules, history_entry
+from workers.memory.ports import AuditEvent
 from workers.memory.stores.markdown import MarkdownMemoryStore
 from workers.memory.stores.markdown.fileformat import render
 from workers.memory.stores.markdown.layout import decode_name, encode_name
@@ -192,3 +194,19 @@ async def test_a_second_store_on_the_folder_follows_a_supersession(tmp_path: Pat
             (old.id, "superseded"),
         ]
         assert [e.change for e in await two.history(old.id)] == ["create", "supersede"]
+
+
+async def test_a_second_store_reads_the_audit_log_after_a_purge(tmp_path: Path) -> None:
+    def event(at: datetime, node: str) -> AuditEvent:
+        return AuditEvent(at, "alice", node, ["id"], "allow")
+
+    early, late = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)
+    async with MarkdownMemoryStore(tmp_path) as one, MarkdownMemoryStore(tmp_path) as two:
+        await one.append_audit([event(early, "MEMORY.GET"), event(early, "MEMORY.QUERY")])
+        assert len(await two.audit_log()) == 2
+        assert await one.purge_audit(late) == 2
+        await one.append_audit([event(late, "MEMORY.SEARCH"), event(late, "MEMORY.WRITE")])
+        assert [entry.node for entry in await two.audit_log()] == [
+            "MEMORY.SEARCH",
+            "MEMORY.WRITE",
+        ]

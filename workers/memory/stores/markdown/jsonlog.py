@@ -35,6 +35,7 @@ class JsonLog(Generic[T]):
         self._decode = msgspec.json.Decoder(type)
         self._read_to = 0
         self._lines = 0
+        self._inode: int | None = None
 
     def refresh(self) -> list[T]:
         """Read what was appended since the last look.
@@ -44,13 +45,18 @@ class JsonLog(Generic[T]):
             :attr:`entries`).
         """
         try:
-            size = self.path.stat().st_size
+            stat = self.path.stat()
+            size, inode = stat.st_size, stat.st_ino
         except FileNotFoundError:
-            size = 0
+            size, inode = 0, None
+        if inode != self._inode:  # replaced (a purge writes a new file): read it all
+            self._inode, self._read_to = inode, -1
         if size == self._read_to:
             return []
-        if size < self._read_to:
+        if size < self._read_to or self._read_to < 0:
             self.entries, self._read_to, self._lines = [], 0, 0
+        if size == 0:
+            return []
         with open(self.path, "rb") as file:
             file.seek(self._read_to)
             data = file.read(size - self._read_to)
@@ -73,6 +79,7 @@ class JsonLog(Generic[T]):
         self.entries.extend(entries)
         self._read_to = size
         self._lines += len(entries)
+        self._inode = self.path.stat().st_ino
 
     def reset(self) -> None:
         """Forget everything: the next :meth:`refresh` reads the file from the start."""
