@@ -192,3 +192,28 @@ async def test_a_symbolic_link_is_not_followed(folder: Folder, tmp_path: Path) -
     assert await folder.found("secret") == []
     assert await folder.by_key("link") == []
     assert outside.read_text() == "secret words from elsewhere\n"  # never rewritten
+
+
+async def test_a_copied_file_is_a_new_record_and_the_original_stays(folder: Folder) -> None:
+    written = await folder.ok(
+        "MEMORY.WRITE", {"memories": [{"key": "coffee", "content": "espresso at nine"}]}
+    )
+    (original,) = written.items
+    source = folder.root / "default" / "coffee.md"
+    (folder.root / "default" / "tea.md").write_bytes(source.read_bytes())
+    renamed = source.read_text().replace('key: "coffee"', 'key: "brew"')
+    (folder.root / "default" / "a-copy.md").write_text(renamed)
+
+    (tea,) = await folder.by_key("tea")
+    (brew,) = await folder.by_key("brew")
+    (coffee,) = await folder.by_key("coffee")
+    assert coffee == original
+    assert len({tea.id, brew.id, coffee.id}) == 3
+    assert (tea.content, tea.version, tea.source) == ("espresso at nine", 1, "file")
+    assert await folder.changes(tea.id) == ["create"]
+
+    await folder.ok("MEMORY.UPDATE", {"updates": [{"id": coffee.id, "content": "ristretto"}]})
+    names = sorted(path.name for path in (folder.root / "default").iterdir())
+    assert names == ["brew.md", "coffee.md", "tea.md"]  # the copy moved to its key's name
+    hits = (await folder.ok("MEMORY.SEARCH", {"query": "espresso"})).hits
+    assert sorted(hit.memory.key for hit in hits) == ["brew", "tea"]

@@ -14,8 +14,8 @@ too. A file that cannot be read is logged with its path and left out, never dele
 
 Limits, by design of plain files: an editor takes no lock, so an edit saved while the store
 rewrites that very file may be lost (the store's rename wins; the next scan sees the store's
-version). A copied file keeps its ``id`` and is skipped as a duplicate (logged); delete the
-``id`` line to make the copy a record of its own.
+version). A copy of a record's file (``cp coffee.md tea.md``) becomes a record of its own: a new
+id, keyed by its file name unless its key line was changed.
 """
 
 from __future__ import annotations
@@ -145,10 +145,21 @@ class FolderScan(FolderState):
         it is the store's own write)."""
         fields = dict(parsed.fields)
         item_id = _text_field(fields, "id")
+        last = self.last.get(item_id) if item_id is not None else None
+        if item_id is not None and self._copied(item_id, relative, last):
+            # A person's copy of another record's file: a new record of its own, keyed by
+            # its file name unless its key line was changed too.
+            original = _text_field(fields, "key")
+            for name in _NOT_COPIED:
+                fields.pop(name, None)
+            if original is not None and original == self._key_of(item_id, last):
+                del fields["key"]
+            return self._checked(
+                self._created(relative, folder, fields, parsed, now, None)
+            ), "create"
         if item_id is not None and item_id in found:
             raise MalformedFileError(f"another file holds record {item_id!r} too")
         base = self.items.get(item_id) if item_id is not None else None
-        last = self.last.get(item_id) if item_id is not None else None
         if base is None and last is not None and last.change != "delete":
             base = last.record
         if base is not None:
@@ -166,6 +177,25 @@ class FolderScan(FolderState):
         if item_id is not None and "version" in fields and (last is None):
             return to_item(fields, parsed.content), None  # a record another store restored
         return self._checked(self._created(relative, folder, fields, parsed, now, last)), "create"
+
+    def _copied(self, item_id: str, relative: str, last: HistoryEntry | None) -> bool:
+        """Whether the file ``relative`` copies record ``item_id``, which still lives in its
+        own file (a record that moved — renamed by a person, or superseded — is no copy)."""
+        home = self.paths.get(item_id)
+        if home is None and last is not None and last.change != "delete":
+            home = record_path(last.record)
+        if home is None or home == relative:
+            return False
+        try:
+            return _text_field(dict(parse((self.root / home).read_bytes()).fields), "id") == item_id
+        except (OSError, MalformedFileError):
+            return False
+
+    def _key_of(self, item_id: str, last: HistoryEntry | None) -> str | None:
+        known = self.items.get(item_id)
+        if known is not None:
+            return known.key
+        return None if last is None else last.record.key
 
     def _created(
         self,
@@ -197,7 +227,10 @@ class FolderScan(FolderState):
             "usage_count": b"0",
             "last_used_at": b"null",
         }
-        return to_item({**defaults, **fields, "updated_at": when}, parsed.content)
+        forced = {"updated_at": when}
+        if last is not None:  # brought back: a new version after the deleted one
+            forced["version"] = str(last.version + 1).encode()
+        return to_item({**defaults, **fields, **forced}, parsed.content)
 
     def _checked(self, item: MemoryItem) -> MemoryItem:
         if item.key is not None and item.status == "active":
@@ -216,6 +249,23 @@ class FolderScan(FolderState):
         last = self.last.get(state.id)
         if item is not None and (last is None or last.change != "delete"):
             entries.append(history_entry(item, "delete", now))
+
+
+_NOT_COPIED = (
+    "id",
+    "version",
+    "created_at",
+    "updated_at",
+    "source",
+    "usage_count",
+    "last_used_at",
+    "archived_at",
+    "status",
+    "valid_to",
+    "supersedes",
+    "contests",
+)
+"""Front matter a copied file does not take over from the record it copies."""
 
 
 def _text_field(fields: dict[str, bytes], name: str) -> str | None:
