@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from ditto import Ditto, create_ditto
@@ -217,3 +218,21 @@ async def test_a_copied_file_is_a_new_record_and_the_original_stays(folder: Fold
     assert names == ["brew.md", "coffee.md", "tea.md"]  # the copy moved to its key's name
     hits = (await folder.ok("MEMORY.SEARCH", {"query": "espresso"})).hits
     assert sorted(hit.memory.key for hit in hits) == ["brew", "tea"]
+
+
+async def test_a_watching_store_records_an_edit_before_anyone_reads(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    history = root / ".ditto" / "history.jsonl"
+    async with MarkdownMemoryStore(root) as store:
+        await store.write([MemoryDraft("first words", key="a")], "create")
+        path = root / "default" / "a.md"
+        path.write_text(path.read_text().replace("first words", "edited words"))
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.watch, 0.01)
+            # Read from disk, not through the store (a read would take the edit in itself).
+            with anyio.fail_after(30):
+                while True:
+                    if b'"change":"update"' in history.read_bytes():
+                        break
+                    await anyio.sleep(0.01)
+            group.cancel_scope.cancel()

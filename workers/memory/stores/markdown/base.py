@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from ditto.contracts.outcomes import claim_outcome, deadline_fired
@@ -50,6 +51,22 @@ class MarkdownBase(MemoryStore):
 
     async def open(self) -> None:
         await self._run(lambda: None)
+
+    async def watch(self, interval_s: float = 2.0) -> None:
+        """Take in a person's edits every ``interval_s`` seconds, until cancelled (run it in a
+        task group beside the runtime): their history entries are then written even when no
+        one reads. Without it, edits are taken in by the next operation, as ever.
+
+        Raises:
+            MemoryStoreError: ``INVALID_INPUT`` for an interval that is not positive; what a
+                scan raises (``STORE_UNAVAILABLE`` and the like).
+        """
+        if not interval_s > 0:
+            raise MemoryStoreError("the watch interval must be a positive number of seconds")
+        while True:
+            # A scan writes (a person's edit becomes a new version): a write's rules apply.
+            await self._run(lambda: None, writes=True)
+            await anyio.sleep(interval_s)
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self._close)
