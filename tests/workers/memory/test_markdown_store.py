@@ -11,12 +11,14 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workers.memory import MemoryDraft, MemoryFilter, MemoryPatch
-from workers.memory.model.planning import WriteRules, history_entry
+from workers.memory.model.planning import WriteRules, history_entry, new_item
 from workers.memory.ports import AuditEvent
 from workers.memory.stores.markdown import MarkdownMemoryStore
-from workers.memory.stores.markdown.fileformat import render
+from workers.memory.stores.markdown.fileformat import parse, render, to_item
 from workers.memory.stores.markdown.layout import decode_name, encode_name
 
 pytestmark = pytest.mark.anyio
@@ -210,3 +212,32 @@ async def test_a_second_store_reads_the_audit_log_after_a_purge(tmp_path: Path) 
             "MEMORY.SEARCH",
             "MEMORY.WRITE",
         ]
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(content=JSON, key=st.text(min_size=1, max_size=300), summary=st.none() | st.text())
+@settings(max_examples=200, deadline=None)
+def test_any_record_reads_back_from_its_file_exactly(
+    content: Any, key: str, summary: str | None
+) -> None:
+    item = new_item(MemoryDraft(content, key=key, summary=summary), datetime.now(UTC))
+    read = parse(render(item))
+    assert to_item(read.fields, read.content) == item
+    assert type(read.content) is type(content)
+    name = encode_name(key)
+    assert decode_name(name) in (key, None)  # None only for a long key, cut and hashed
+    assert len(name) <= 150
+    assert not name.startswith(".")
+    assert "/" not in name

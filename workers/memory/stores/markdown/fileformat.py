@@ -104,7 +104,9 @@ def parse(data: bytes) -> RecordFile:
     body = text
     if match is not None:
         body = text[match.end() :]
-        for number, line in enumerate(match.group(1).splitlines(), start=2):
+        # "\n" only: str.splitlines would also split at U+0085 or U+2028, which JSON leaves
+        # unescaped inside a string.
+        for number, line in enumerate(match.group(1).split("\n"), start=2):
             line = line.rstrip("\r")
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
