@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ditto.errors import ErrorCode
-from workers.memory import InProcessMemoryStore, SqliteMemoryStore
+from workers.memory import InProcessMemoryStore, MarkdownMemoryStore, SqliteMemoryStore
 from workers.memory.ports import CAPABILITIES
 from workers.memory.stores.postgres import PostgresMemoryStore
 
@@ -51,7 +51,13 @@ def test_the_capability_table_says_what_each_store_offers() -> None:
     columns = [cell.strip() for cell in header.strip("|").split("|")][2:]
     assert columns == list(CAPABILITIES)
     stores = {
-        cls.__name__: cls for cls in (SqliteMemoryStore, PostgresMemoryStore, InProcessMemoryStore)
+        cls.__name__: cls
+        for cls in (
+            SqliteMemoryStore,
+            PostgresMemoryStore,
+            MarkdownMemoryStore,
+            InProcessMemoryStore,
+        )
     }
     documented = {}
     for row in rows:

@@ -50,11 +50,13 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
 
     Args:
         settings: The configuration.
-        existing: Only open a store that exists (for commands that read): an SQLite file is
-            never created, and one that cannot be written is opened read-only.
+        existing: Only open a store that exists (for commands that read): an SQLite file or a
+            Markdown folder is never created, and an SQLite file that cannot be written is
+            opened read-only.
 
     Raises:
-        MemoryStoreError: ``STORE_UNAVAILABLE``: there is no SQLite file (``existing``), or
+        MemoryStoreError: ``STORE_UNAVAILABLE``: there is no SQLite file or Markdown folder
+            (``existing``), or
             the postgres backend without the ``postgres`` extra (the message names the
             install command).
     """
@@ -67,6 +69,13 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
     memory = settings.workers.memory
     if memory.backend == "inprocess":
         return InProcessMemoryStore()
+    if memory.backend == "markdown":
+        from workers.memory.stores.markdown import MarkdownMemoryStore
+
+        folder = memory.markdown_folder
+        if existing and not folder.is_dir():
+            raise MemoryStoreError(f"no memory store at {folder}", code=ErrorCode.STORE_UNAVAILABLE)
+        return MarkdownMemoryStore(folder)
     if memory.backend == "postgres":
         from ditto.app.memory_setup import postgres_store_type
 
@@ -242,15 +251,17 @@ async def open_runtime(
 
 
 def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinition:
-    """The MEMORY worker over ``store``, as ``workers.memory`` configures it."""
+    """The MEMORY worker over ``store``, as ``workers.memory`` configures it (``track_usage``
+    only where the store keeps usage counters: the Markdown store does not)."""
     from workers.memory import AccessPolicy, create_memory_worker
+    from workers.memory.ports import UsageTracking
 
     memory = settings.workers.memory
     return create_memory_worker(
         store,
         query_limit=memory.query_limit,
         search_limit=memory.search_limit,
-        track_usage=memory.track_usage,
+        track_usage=memory.track_usage and isinstance(store, UsageTracking),
         access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
         audit=memory.audit,
         retention=build_retention(settings),

@@ -42,6 +42,22 @@ async def test_configured_limits_and_backend_apply(tmp_path: Path) -> None:
     assert not (tmp_path / "memory.sqlite").exists()
 
 
+async def test_the_markdown_backend_keeps_records_as_files_in_its_folder(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        f"workers:\n  memory:\n    backend: markdown\n    markdown_path: '{tmp_path / 'notes'}'\n"
+    )
+    async with open_runtime(load_config(config, env={})) as runtime:
+        written = await runtime.invoke(
+            "MEMORY.WRITE", {"memories": [{"key": "tz", "content": "UTC+8"}]}
+        )
+        assert written.ok, written.error
+        hits = (await runtime.invoke("MEMORY.SEARCH", {"query": "utc"})).unwrap().hits
+    assert [hit.memory.key for hit in hits] == ["tz"]
+    assert (tmp_path / "notes" / "default" / "tz.md").read_text().endswith("---\nUTC+8\n")
+    assert not (tmp_path / "memory.sqlite").exists()
+
+
 async def test_the_configured_write_policy_applies_per_category(tmp_path: Path) -> None:
     config = tmp_path / "ditto.yaml"
     config.write_text(

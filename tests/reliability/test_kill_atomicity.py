@@ -1,4 +1,5 @@
-"""``kill -9`` at random moments: a MEMORY.WRITE batch is all or nothing, on SQLite and PostgreSQL.
+"""``kill -9`` at random moments: a MEMORY.WRITE batch is all or nothing, on SQLite, PostgreSQL
+and a Markdown folder.
 
 A child process writes batches of ``SIZE`` keyed records through the runtime, one batch after
 another, and prints each batch's number once the runtime has acknowledged it. The parent kills
@@ -72,6 +73,9 @@ WRITER = (
             if kind == "sqlite":
                 from workers.memory import SqliteMemoryStore
                 return SqliteMemoryStore(target)
+            if kind == "markdown":
+                from workers.memory.stores.markdown import MarkdownMemoryStore
+                return MarkdownMemoryStore(target)
             from workers.memory.stores.postgres import PostgresMemoryStore
             return PostgresMemoryStore.from_url(target, schema=schema, pool_size=2)
 
@@ -248,3 +252,26 @@ async def test_postgres_batches_survive_kill_9_whole_or_not_at_all(
             await connection.close()
 
     await _kill_rounds(open_store, ["postgres", url, schema], health, history_creates)
+
+
+async def test_markdown_batches_survive_kill_9_whole_or_not_at_all(tmp_path: Path) -> None:
+    from workers.memory.stores.markdown import MarkdownMemoryStore
+
+    folder = tmp_path / "memory"
+
+    async def open_store() -> MemoryStore:
+        store = MarkdownMemoryStore(folder)
+        await store.open()
+        return store
+
+    async def health(store: MemoryStore) -> None:
+        # Opening replayed or dropped the batch under way: no journal, no temporary file.
+        leftovers = [p.name for p in folder.rglob("*") if p.name.endswith(".ditto-tmp")]
+        assert leftovers == []
+        assert not (folder / ".ditto" / "journal.json").exists()
+
+    async def history_creates() -> int:
+        lines = (folder / ".ditto" / "history.jsonl").read_bytes().splitlines()
+        return sum(b'"change":"create"' in line for line in lines)
+
+    await _kill_rounds(open_store, ["markdown", str(folder), ""], health, history_creates)

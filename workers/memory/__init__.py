@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from workers.memory.stores.inprocess import (
         InProcessMemoryStore,
     )
+    from workers.memory.stores.markdown import (
+        MarkdownMemoryStore,
+    )
     from workers.memory.stores.sqlite import (
         SqliteMemoryStore,
     )
@@ -76,6 +79,7 @@ __all__ = (
     "HistoryEntry",
     "HygieneReport",
     "InProcessMemoryStore",
+    "MarkdownMemoryStore",
     "MemoryDraft",
     "MemoryErrorCode",
     "MemoryFilter",
@@ -115,6 +119,7 @@ __getattr__ = lazy_attributes(
         "HistoryEntry": "workers.memory.model.contracts",
         "HygieneReport": "workers.memory.maintenance.retention",
         "InProcessMemoryStore": "workers.memory.stores.inprocess",
+        "MarkdownMemoryStore": "workers.memory.stores.markdown",
         "MemoryDraft": "workers.memory.model.contracts",
         "MemoryErrorCode": "workers.memory.model.errors",
         "MemoryFilter": "workers.memory.model.contracts",

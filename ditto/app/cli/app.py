@@ -183,6 +183,8 @@ def _memory_location(settings: Settings) -> str:
         return str(memory.sqlite_file.resolve())
     if memory.backend == "postgres":
         return f"{redact_url(memory.postgres_url)} (schema {memory.postgres_schema})"
+    if memory.backend == "markdown":
+        return str(memory.markdown_folder.resolve())
     return f"{memory.backend} store"
 
 

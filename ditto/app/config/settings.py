@@ -232,10 +232,11 @@ class MemorySearchSettings(_Strict):
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
-    backend: Literal["sqlite", "postgres", "inprocess"] = "sqlite"
+    backend: Literal["sqlite", "postgres", "markdown", "inprocess"] = "sqlite"
     """Where records live: ``sqlite`` (one file, the embedded default), ``postgres``
-    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra) or ``inprocess`` (lost when
-    the process exits; for tests and experiments)."""
+    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra), ``markdown`` (a folder of
+    Markdown files a person can edit and keep in git) or ``inprocess`` (lost when the process
+    exits; for tests and experiments)."""
     sqlite_path: str = Field("memory.sqlite", min_length=1)
     """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
 
@@ -244,12 +245,21 @@ class MemoryWorkerSettings(_Strict):
         """``sqlite_path`` with ``~`` expanded: the file every command and the runtime open."""
         return Path(self.sqlite_path).expanduser()
 
+    markdown_path: str = Field("memory", min_length=1)
+    """The Markdown store's folder, relative to the working directory (created if missing)."""
+
+    @property
+    def markdown_folder(self) -> Path:
+        """``markdown_path`` with ``~`` expanded."""
+        return Path(self.markdown_path).expanduser()
+
     query_limit: int = Field(100, ge=1, le=10_000)
     """QUERY page size when a request gives none."""
     search_limit: int = Field(10, ge=1, le=10_000)
     """SEARCH hits when a request gives none."""
     track_usage: bool = True
-    """Count SEARCH hits as uses (``usage_count``, ``last_used_at``)."""
+    """Count SEARCH hits as uses (``usage_count``, ``last_used_at``); ignored by a store
+    without usage counters (``markdown``)."""
     acl: MemoryAclSettings = MemoryAclSettings()
     policy: MemoryPolicySettings = MemoryPolicySettings()
     audit: bool = False

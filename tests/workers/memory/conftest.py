@@ -37,6 +37,7 @@ from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import Clock, utc_now
 from workers.memory.ports import CAPABILITIES, QueryPosition
 from workers.memory.retrieval.vectors import Vectors
+from workers.memory.stores.markdown import MarkdownMemoryStore
 
 
 @dataclass
@@ -126,6 +127,12 @@ async def _sqlite(env: StoreEnv) -> MemoryStore:
     return store
 
 
+async def _markdown(env: StoreEnv) -> MemoryStore:
+    store = MarkdownMemoryStore(env.tmp_path / "memory", clock=env.clock)
+    await store.open()
+    return store
+
+
 def _postgres_type() -> type[MemoryStore]:
     from workers.memory.stores.postgres import PostgresMemoryStore
 
@@ -148,6 +155,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "inprocess": StoreFactory(_inprocess, lambda: InProcessMemoryStore),
     "sqlite": StoreFactory(_sqlite, lambda: SqliteMemoryStore),
     "postgres": StoreFactory(_postgres, _postgres_type),
+    "markdown": StoreFactory(_markdown, lambda: MarkdownMemoryStore),
 }
 EMBEDDED = ("inprocess", "sqlite")
 """Stores that need no server (the property tests run these)."""

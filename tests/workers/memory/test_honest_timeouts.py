@@ -12,8 +12,14 @@ import anyio
 import pytest
 
 from ditto import create_ditto
-from tests.workers.memory.conftest import MemoryHarness
-from workers.memory import MemoryFilter, OrderBy, SqliteMemoryStore, create_memory_worker
+from tests.workers.memory.conftest import MemoryHarness, requires
+from workers.memory import (
+    MemoryFilter,
+    MemoryStore,
+    OrderBy,
+    SqliteMemoryStore,
+    create_memory_worker,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -24,6 +30,7 @@ async def stored_keys(memory: MemoryHarness) -> set[str]:
     return {item.key for item in items if item.key is not None}
 
 
+@requires(MemoryStore)  # the core alone: every store
 async def test_a_write_or_its_timeout_never_both(memory: MemoryHarness) -> None:
     """Deadlines from well before to well after a batch's commit: every ``timeout`` left
     nothing behind, every success is stored."""
@@ -44,6 +51,7 @@ async def test_a_write_or_its_timeout_never_both(memory: MemoryHarness) -> None:
     assert "success" in outcomes
 
 
+@requires(MemoryStore)
 async def test_an_update_or_delete_or_its_timeout_never_both(memory: MemoryHarness) -> None:
     written = await memory.write(*({"key": f"r{n}", "content": n} for n in range(400)))
     ids = [item.id for item in written]

@@ -13,6 +13,7 @@ from tests.workers.memory.conformance.helpers import code_of
 from tests.workers.memory.conftest import STORE_FACTORIES, MemoryHarness, StoreEnv, requires
 from workers.memory import MemoryDraft, MemoryStore, SqliteMemoryStore, create_memory_worker
 from workers.memory.ports import KeywordSearch, UsageTracking
+from workers.memory.stores.markdown import MarkdownMemoryStore
 
 pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
 
@@ -251,6 +252,8 @@ async def test_the_first_page_cursor_works_on_a_store_opened_lazily(
 
         space = request.getfixturevalue("postgres_space")
         lazy = PostgresMemoryStore.from_url(space.url, schema=space.schema)
+    elif store_kind == "markdown":
+        lazy = MarkdownMemoryStore(store_env.tmp_path / "memory")
     else:  # nothing persistent: the same rule, trivially
         lazy = await STORE_FACTORIES[store_kind](store_env)
         await lazy.write([msgspec.convert({"content": n}, MemoryDraft) for n in range(3)], "create")

@@ -1,0 +1,205 @@
+"""``MarkdownMemoryStore`` itself: reads, keyword search and writes over the folder's files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from workers.memory.model.contracts import (
+    MemoryDraft,
+    MemoryFilter,
+    MemoryItem,
+    MemoryPatch,
+    OrderBy,
+    SearchHit,
+    SearchInput,
+    WriteMode,
+)
+from workers.memory.model.errors import key_taken
+from workers.memory.model.filters import matches_filter
+from workers.memory.model.patches import plan_updates
+from workers.memory.model.planning import (
+    WriteGuard,
+    WriteRules,
+    history_entry,
+    history_of,
+    plan_writes,
+)
+from workers.memory.model.records import now_from, order_key
+from workers.memory.ports import KeywordSearch, QueryPosition, RecordImport
+from workers.memory.retrieval.keyword import bm25, explained, keyword_request
+from workers.memory.retrieval.text import light_stem
+from workers.memory.stores.markdown.logs import MarkdownLogs
+from workers.memory.stores.markdown.state import clone
+
+if TYPE_CHECKING:
+    from ditto.runtime.context import NodeContext
+    from workers.memory.retrieval.vectors import Vectors
+
+__all__ = ("MarkdownMemoryStore",)
+
+
+class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
+    """Memory records as Markdown files in a folder a person can read, edit and keep in git.
+
+    One folder per namespace, one file per record (front matter with every field, the content
+    as the body: see :mod:`~workers.memory.stores.markdown.fileformat`), the history and audit
+    log in ``.ditto/``. A person's edits are taken in on the next operation, as new versions
+    (:mod:`~workers.memory.stores.markdown.scan`); every batch is all or nothing, also across
+    a crash (:mod:`~workers.memory.stores.markdown.files`). Keyword search is BM25 over the
+    records in memory, on the same calibrated scale as the other stores; there are no vectors
+    and no usage counters (a counter that changed a file on every search would bury a person's
+    edits in ``git diff``).
+
+    Args:
+        path: The folder (created on first use).
+        clock: Source of ``created_at``/``updated_at`` (default: the system clock, UTC).
+    """
+
+    # ----------------------------------------------------------------- reads
+
+    async def get(
+        self, ids: Sequence[str], keys: Sequence[str], namespace: str
+    ) -> list[MemoryItem]:
+        def get() -> list[MemoryItem]:
+            folder = self._folder
+            found = [folder.items[item_id] for item_id in ids if item_id in folder.items]
+            for key in keys:
+                found.extend(folder.items[i] for i in folder.ids_with_key(namespace, key))
+            return [clone(item) for item in found]
+
+        return await self._run(get)
+
+    async def query(
+        self, filter: MemoryFilter, order: OrderBy, limit: int, after: QueryPosition | None
+    ) -> list[MemoryItem]:
+        descending = order.direction == "desc"
+
+        def query() -> list[MemoryItem]:
+            now = now_from(self._clock)
+            ranked = sorted(
+                (
+                    (order_key(item, order.field), item.id, item)
+                    for item in self._folder.items.values()
+                    if matches_filter(item, filter, now)
+                ),
+                key=lambda row: (row[0], row[1]),
+                reverse=descending,
+            )
+            if after is not None:
+                if descending:
+                    ranked = [row for row in ranked if (row[0], row[1]) < after]
+                else:
+                    ranked = [row for row in ranked if (row[0], row[1]) > after]
+            return [clone(row[2]) for row in ranked[:limit]]
+
+        return await self._run(query)
+
+    async def count(self, filter: MemoryFilter) -> int:
+        def count() -> int:
+            now = now_from(self._clock)
+            return sum(
+                1 for item in self._folder.items.values() if matches_filter(item, filter, now)
+            )
+
+        return await self._run(count)
+
+    async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
+        words, explain = keyword_request(input, "the Markdown store")
+        limit = input.limit or 10
+        terms = {light_stem(word) for word in words}
+
+        def search() -> list[SearchHit]:
+            folder = self._folder
+            now = now_from(self._clock)
+            candidates = [
+                (item, folder.terms[item.id])
+                for item in folder.items.values()
+                if not terms.isdisjoint(folder.terms[item.id])
+                and matches_filter(item, input.filter, now)
+            ]
+            if not candidates:
+                return []
+            scores = bm25(terms, [counts for _, counts in candidates], list(folder.terms.values()))
+            scored = [(score, item) for score, (item, _) in zip(scores, candidates, strict=True)]
+            scored.sort(key=lambda row: (-row[0], row[1].id))
+            return [SearchHit(clone(item), score) for score, item in scored[:limit]]
+
+        return explained(await self._run(search), explain)
+
+    async def health(self) -> dict[str, object]:
+        return await self._run(self._describe)
+
+    # ----------------------------------------------------------------- writes
+
+    async def write(
+        self,
+        drafts: Sequence[MemoryDraft],
+        mode: WriteMode,
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+        rules: WriteRules | None = None,
+    ) -> list[MemoryItem]:
+        def write() -> list[MemoryItem]:
+            folder = self._folder
+            existing = {
+                (draft.namespace, draft.key): [
+                    clone(folder.items[i]) for i in folder.ids_with_key(draft.namespace, draft.key)
+                ]
+                for draft in drafts
+                if draft.key is not None
+            }
+            steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard, rules)
+            retired = [step.retired for step in steps if step.retired is not None]
+            changed = [step.item for step in steps if step.entry is not None]
+            if retired or changed:
+                folder.save([*retired, *changed], history_of(steps))
+            return [step.item for step in steps]
+
+        return await self._run(write, writes=True)
+
+    async def update(
+        self,
+        patches: Sequence[MemoryPatch],
+        vectors: Vectors | None = None,
+        guard: WriteGuard | None = None,
+    ) -> list[MemoryItem]:
+        def update() -> list[MemoryItem]:
+            folder = self._folder
+            now = now_from(self._clock)
+            stored = {
+                patch.id: folder.items[patch.id] for patch in patches if patch.id in folder.items
+            }
+            steps = plan_updates(patches, stored, now, guard)
+            folder.save([step.item for step in steps], [step.entry for step in steps])
+            return [step.item for step in steps]
+
+        return await self._run(update, writes=True)
+
+    async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
+        def delete() -> list[str]:
+            folder = self._folder
+            now = now_from(self._clock)
+            chosen = list(dict.fromkeys(item_id for item_id in ids if item_id in folder.items))
+            if guard is not None:  # every check before any change: all or nothing
+                chosen = [i for i in chosen if guard.check_delete(folder.items[i])]
+            if chosen:
+                entries = [history_entry(folder.items[i], "delete", now) for i in chosen]
+                folder.save([], entries, deleted=chosen)
+            return chosen
+
+        return await self._run(delete, writes=True)
+
+    async def restore(self, items: Sequence[MemoryItem]) -> int:
+        def restore() -> int:
+            folder = self._folder
+            for item in items:  # check everything first: all or nothing
+                if item.key is not None and item.status == "active":
+                    holder = folder.holder(item.namespace, item.key)
+                    if holder is not None and holder != item.id:
+                        raise key_taken(item.namespace, item.key)
+            if items:
+                folder.save(list(items), [])
+            return len(items)
+
+        return await self._run(restore, writes=True)
