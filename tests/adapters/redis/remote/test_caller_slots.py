@@ -64,3 +64,21 @@ async def test_a_call_waiting_for_a_slot_times_out_by_its_deadline_without_being
     assert waited.error.code == ErrorCode.TIMEOUT.value
     assert waited.error.retryable is True
     assert [effect.execution_id for effect in cluster.runs()] == [results["holder"].execution_id]
+
+
+async def test_the_readmes_fan_out_succeeds_with_every_default(cluster: Cluster) -> None:
+    """The README's set-up as a user runs it: two ``ditto worker serve`` processes taking the
+    concurrency their worker declares (3 each here), a caller with no limit of its own and the
+    default deadline, a fan-out wider than the pool — every node succeeds, each run once."""
+    for worker_id in ("w1", "w2"):
+        cluster.spawn(worker_id, concurrency=None, worker="probe_worker:limited")
+    for worker_id in ("w1", "w2"):
+        await cluster.wait_serving(worker_id)
+    plan = graph("fan-out")
+    for n in range(NODES):
+        plan = plan.node(f"n{n}", WORK, [], lambda text, deps, n=n: {"n": n, "sleep": 0.1})
+    async with create_ditto() as runtime:
+        runtime.register_remote([WORK, MEASURE], transport=cluster.transport())
+        run = await runtime.run(plan, "go")
+    assert [result.status for result in run.values()] == ["success"] * NODES
+    assert len({effect.execution_id for effect in cluster.runs()}) == NODES
