@@ -142,7 +142,7 @@ def test_agent_memory_stores_recalls_searches_history_and_forgets() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
-    assert '{"stored": "code_style", "category": "core", "version": 1}' in out
+    assert '{"stored": "code_style", "category": "core", "version": 1, "note": "Stored."}' in out
     assert "- [core] code_style: prefers tabs over spaces for indentation" in out  # recall block
     assert "-> search_history(" in out
     assert '{"forgotten": true, "key": "code_style"}' in out
