@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ditto.runtime import Ditto
     from workers.memory import HistoryEntry, MemoryItem, SearchHit
+    from workers.memory.model.outcomes import MissExplanation
     from workers.memory.ports import MemoryStore
     from workers.memory.retrieval.embeddings import Embedder
 
@@ -136,6 +137,23 @@ class AsyncMemory:
             request["options"] = {"min_score": min_score}
         hits: builtins.list[SearchHit] = (await self._call("MEMORY.SEARCH", request)).hits
         return hits
+
+    async def why(
+        self, query: str, id_or_key: str, *, limit: int = 5, namespace: str | None = None
+    ) -> MissExplanation:
+        """Why :meth:`search` for ``query`` (with ``limit``) does not return this record — by
+        id, else by key: the stage that kept it out (``namespace``, ``archived``, ``expired``,
+        ``superseded``, ``contested``, ``quarantined``, ``filter``, ``not_a_candidate``,
+        ``below_min_score``, ``limit`` with the rank it had), or ``returned`` with its rank."""
+        filter = {"namespace": namespace or self.namespace}
+        target = {"id": id_or_key}
+        request = {"query": query, "limit": limit, "filter": filter, "explain_miss": target}
+        miss: MissExplanation | None = (await self._call("MEMORY.SEARCH", request)).miss
+        if miss is not None and miss.stage == "not_found":
+            request["explain_miss"] = {"key": id_or_key}
+            miss = (await self._call("MEMORY.SEARCH", request)).miss
+        assert miss is not None  # the worker answers every explain_miss
+        return miss
 
     async def get(self, id_or_key: str, *, namespace: str | None = None) -> MemoryItem | None:
         """The record with this id, else the one under this key; ``None`` when neither

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from workers.memory import HistoryEntry, MemoryItem, SearchHit
+    from workers.memory.model.outcomes import MissExplanation
     from workers.memory.retrieval.embeddings import Embedder
 
 __all__ = ("Memory",)
@@ -125,6 +126,12 @@ class Memory:
                 query, limit=limit, category=category, min_score=min_score, namespace=namespace
             )
         )
+
+    def why(
+        self, query: str, id_or_key: str, *, limit: int = 5, namespace: str | None = None
+    ) -> MissExplanation:
+        """See :meth:`AsyncMemory.why`."""
+        return self._run(self._async.why(query, id_or_key, limit=limit, namespace=namespace))
 
     def get(self, id_or_key: str, *, namespace: str | None = None) -> MemoryItem | None:
         """See :meth:`AsyncMemory.get`."""

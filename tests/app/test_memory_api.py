@@ -98,3 +98,23 @@ async def test_async_memory_names_records_by_id(tmp_path: Path) -> None:
         assert [r.id for r in await m.get_all()] == [item.id]
         assert await m.delete(item.id) is True
         assert await m.get(item.id) is None
+
+
+def test_why_says_what_kept_a_record_out_of_a_search(tmp_path: Path) -> None:
+    with Memory(tmp_path / "memory.sqlite") as m:
+        m.add("prefers tabs for indentation", key="style")
+        for n in range(8):
+            m.add(f"indentation rule number {n}")
+        assert m.why("tabs", "style").stage == "returned"
+        cut = m.why("indentation rule", "style", limit=3)
+        assert (cut.stage, cut.rank is not None and cut.rank > 3) == ("limit", True)
+        assert m.why("spaces", "style").stage == "not_a_candidate"
+        assert m.why("tabs", "no-such-record").stage == "not_found"
+
+
+@pytest.mark.anyio
+async def test_async_why_finds_the_record_by_id_too(tmp_path: Path) -> None:
+    async with AsyncMemory(tmp_path / "memory.sqlite") as m:
+        item = await m.add("the deploy freeze starts Monday")
+        why = await m.why("freeze", item.id)
+        assert (why.stage, why.record_id) == ("returned", item.id)

@@ -32,6 +32,7 @@ from ditto.app.cli.memory_common import (
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
 from ditto.app.cli.memory_import import import_records
 from ditto.app.cli.memory_transfer import export
+from ditto.app.cli.memory_why import why
 from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
 from ditto.app.config import Settings
 
@@ -387,3 +388,4 @@ memory_app.command("import")(import_records)
 memory_app.command("hygiene")(hygiene)
 memory_app.command("audit")(audit)
 memory_app.command("reindex")(reindex)
+memory_app.command("why")(why)

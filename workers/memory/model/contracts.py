@@ -13,7 +13,13 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from workers.memory.model.outcomes import Outcome, PolicyOverride, WriteOutcome
+from workers.memory.model.outcomes import (
+    MissExplanation,
+    MissTarget,
+    Outcome,
+    PolicyOverride,
+    WriteOutcome,
+)
 
 __all__ = (
     "DEFAULT_CATEGORY",
@@ -33,6 +39,8 @@ __all__ = (
     "MemoryFilter",
     "MemoryItem",
     "MemoryPatch",
+    "MissExplanation",
+    "MissTarget",
     "OrderBy",
     "OrderField",
     "Outcome",
@@ -314,6 +322,9 @@ class SearchInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     filter: MemoryFilter = msgspec.field(default_factory=MemoryFilter)
     limit: Limit | None = None
     options: dict[str, Any] = msgspec.field(default_factory=dict)
+    explain_miss: MissTarget | None = None
+    """Say why this record is not among the hits (``SearchOutput.miss``): the worker answers
+    it; search providers never see it."""
 
 
 class SearchHit(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -329,6 +340,8 @@ class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
     because they have no vector of the store's embedding model (written before an embedder
     was configured, or by a worker without one; counted store-wide, at most a few seconds
     old). ``ditto memory reindex`` embeds them. ``None`` for keyword search."""
+    miss: MissExplanation | None = None
+    """The answer to ``SearchInput.explain_miss``."""
 
 
 class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):

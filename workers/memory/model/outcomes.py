@@ -7,7 +7,15 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ("Outcome", "PolicyMode", "PolicyOverride", "WriteOutcome")
+__all__ = (
+    "MissExplanation",
+    "MissStage",
+    "MissTarget",
+    "Outcome",
+    "PolicyMode",
+    "PolicyOverride",
+    "WriteOutcome",
+)
 
 
 class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=False):
@@ -46,3 +54,40 @@ class WriteOutcome(_Frozen, frozen=True, forbid_unknown_fields=True):
     """What the safety stage found: kinds and counts, never the values."""
     observed: list[Outcome] = msgspec.field(default_factory=list)
     """What stages in ``observe`` mode would have done (nothing of it was done)."""
+
+
+MissStage = Literal[
+    "returned",
+    "not_found",
+    "namespace",
+    "archived",
+    "expired",
+    "superseded",
+    "contested",
+    "quarantined",
+    "filter",
+    "not_a_candidate",
+    "below_min_score",
+    "limit",
+]
+"""Where a search left a record out (``returned``: it was not left out)."""
+
+
+class MissTarget(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """The record a search should explain: by ``id``, or by ``key`` in the filter's namespace
+    (the default namespace when the filter names none)."""
+
+    id: str | None = None
+    key: str | None = None
+
+
+class MissExplanation(_Frozen, frozen=True, forbid_unknown_fields=True):
+    """Why a search did not return a record (or at which rank it did)."""
+
+    stage: MissStage
+    reason: str
+    """The same, in words a person reads."""
+    record_id: str | None = None
+    rank: int | None = None
+    """Where it ranked among every match, when it was a candidate."""
+    score: float | None = None

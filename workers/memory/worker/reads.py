@@ -4,6 +4,7 @@ the search provider returned."""
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 import msgspec
 
@@ -25,6 +26,7 @@ from workers.memory.model.filters import is_current, matches_filter
 from workers.memory.model.records import now_from, order_key
 from workers.memory.model.validation import check_input
 from workers.memory.worker.boundary import check_items, off_contract
+from workers.memory.worker.misses import explain_miss
 from workers.memory.worker.node_base import NodeBase
 
 __all__ = ("ReadNodes",)
@@ -104,10 +106,37 @@ class ReadNodes(NodeBase):
         check_input(request)
         principal = self.access.principal(ctx)
         limit = request.limit or self.search_limit
+        target = request.explain_miss  # the worker's to answer: providers never see it
         request = msgspec.structs.replace(
-            request, limit=limit, filter=self.access.visible_filter(request.filter, principal)
+            request,
+            limit=limit,
+            filter=self.access.visible_filter(request.filter, principal),
+            explain_miss=None,
         )
         now = now_from(self.clock)  # before the search: what it saw unexpired still is
+        hits, missing = await self._search(request, ctx, now)
+        returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
+        if len(returned) < len(hits):  # never when enforcing: the store filtered already
+            kept = {item.id for item in returned}
+            hits = [hit for hit in hits if hit.memory.id in kept]
+        if self.usage is not None and hits:
+            await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
+        miss = None
+        if target is not None:
+
+            async def again(wider: SearchInput) -> list[SearchHit]:
+                return (await self._search(wider, ctx, now))[0]
+
+            seer = principal if self.access.enforcing else None
+            miss = await explain_miss(request, target, hits, self.store, again, now, seer)
+        return SearchOutput(hits, missing, miss)
+
+    async def _search(
+        self, request: SearchInput, ctx: NodeContext, now: datetime
+    ) -> tuple[list[SearchHit], int | None]:
+        """The provider's hits for ``request``, checked against the contract and the filter,
+        and its count of records without a vector."""
+        limit = request.limit or self.search_limit
         found = await self.search_provider.search(request, ctx)
         output = found if isinstance(found, SearchOutput) else SearchOutput(found)
         hits = output.hits
@@ -121,13 +150,7 @@ class ReadNodes(NodeBase):
                 raise off_contract("SEARCH returned a non-finite score")
             if not matches_filter(hit.memory, request.filter, now):
                 raise off_contract("SEARCH returned a record outside the filter")
-        returned = await self.access.reads(ctx, [hit.memory for hit in hits], principal)
-        if len(returned) < len(hits):  # never when enforcing: the store filtered already
-            kept = {item.id for item in returned}
-            hits = [hit for hit in hits if hit.memory.id in kept]
-        if self.usage is not None and hits:
-            await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
         missing = output.vector_missing
         if missing is not None and (isinstance(missing, bool) or not isinstance(missing, int)):
             raise off_contract("SEARCH vector_missing must be an integer")
-        return SearchOutput(hits, missing)
+        return hits, missing
