@@ -63,22 +63,16 @@ async def explain_miss(
     if not found:
         return MissExplanation("not_found", "no record with that id or key (that you may see)")
     item = found[0]
-    for rank, hit in enumerate(hits, start=1):
-        if hit.memory.id == item.id:
-            return _at("returned", f"it was returned, at rank {rank}", item, rank, hit.score)
+    rank, hit = _placed(hits, item)
+    if hit is not None:
+        return _at("returned", f"it was returned, at rank {rank}", item, rank, hit.score)
     refused = _refused_by_record(request, item, now)
     if refused is not None:
         return refused
-    wide = await search(msgspec.structs.replace(request, limit=MAX_BATCH))
-    for rank, hit in enumerate(wide, start=1):
-        if hit.memory.id == item.id:
-            return _at(
-                "limit",
-                f"it ranked {rank}, past the limit of {request.limit}",
-                item,
-                rank,
-                hit.score,
-            )
+    rank, hit = _placed(await search(msgspec.structs.replace(request, limit=MAX_BATCH)), item)
+    if hit is not None:
+        why = f"it ranked {rank}, past the limit of {request.limit}"
+        return _at("limit", why, item, rank, hit.score)
     try:  # without a floor (the request's or the worker's default min_score)
         unfloored = await search(
             msgspec.structs.replace(
@@ -87,20 +81,23 @@ async def explain_miss(
         )
     except MemoryStoreError:  # a provider that takes no min_score applies none
         unfloored = []
-    for rank, hit in enumerate(unfloored, start=1):
-        if hit.memory.id == item.id:
-            return _at(
-                "below_min_score",
-                f"it scored {hit.score or 0.0:.4f}, under the search's min_score",
-                item,
-                rank,
-                hit.score,
-            )
+    rank, hit = _placed(unfloored, item)
+    if hit is not None:
+        why = f"it scored {hit.score or 0.0:.4f}, under the search's min_score"
+        return _at("below_min_score", why, item, rank, hit.score)
     return _at(
         "not_a_candidate",
         "the query found no match in it (no query word in its text, nor a near enough vector)",
         item,
     )
+
+
+def _placed(hits: Sequence[SearchHit], item: MemoryItem) -> tuple[int, SearchHit | None]:
+    """Where ``item`` ranks among ``hits`` (from 1), and its hit; ``(0, None)`` when absent."""
+    for rank, hit in enumerate(hits, start=1):
+        if hit.memory.id == item.id:
+            return rank, hit
+    return 0, None
 
 
 def _refused_by_record(
