@@ -10,6 +10,7 @@ from ditto.errors import ErrorCode
 from workers.memory import InProcessMemoryStore, SqliteMemoryStore
 from workers.memory.ports import CAPABILITIES
 from workers.memory.stores.postgres import PostgresMemoryStore
+from workers.memory.stores.mysql import MysqlMemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _CODE_CELL = re.compile(r"`([A-Z][A-Z0-9_]*)`")
@@ -51,7 +52,8 @@ def test_the_capability_table_says_what_each_store_offers() -> None:
     columns = [cell.strip() for cell in header.strip("|").split("|")][2:]
     assert columns == list(CAPABILITIES)
     stores = {
-        cls.__name__: cls for cls in (SqliteMemoryStore, PostgresMemoryStore, InProcessMemoryStore)
+        cls.__name__: cls
+        for cls in (SqliteMemoryStore, PostgresMemoryStore, MysqlMemoryStore, InProcessMemoryStore)
     }
     documented = {}
     for row in rows:
