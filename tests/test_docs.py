@@ -9,8 +9,8 @@ from pathlib import Path
 from ditto.errors import ErrorCode
 from workers.memory import InProcessMemoryStore, SqliteMemoryStore
 from workers.memory.ports import CAPABILITIES
-from workers.memory.stores.postgres import PostgresMemoryStore
 from workers.memory.stores.mysql import MysqlMemoryStore
+from workers.memory.stores.postgres import PostgresMemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _CODE_CELL = re.compile(r"`([A-Z][A-Z0-9_]*)`")
