@@ -222,12 +222,20 @@ class MysqlMemoryStore(
         return int(rows[0][0])
 
     async def health(self) -> dict[str, object]:
+        """``integrity`` (``OK`` when ``CHECK TABLE`` finds the records and their history
+        sound) and ``schema_version``."""
         driver = await self._ready()
         async with mysql_errors():
             version = await fetch(
                 driver, "SELECT value FROM ditto_meta WHERE name = 'schema_version'"
             )
-        return {"schema_version": int(bytes(version[0][0]).decode())}
+            # One status row per table checked; the last says whether it is sound ("OK").
+            checked = await fetch(driver, "CHECK TABLE memories, memory_history")
+        statuses = {str(row[3]) for row in checked if str(row[2]).lower() == "status"}
+        return {
+            "integrity": "OK" if statuses == {"OK"} else ", ".join(sorted(statuses)),
+            "schema_version": int(bytes(version[0][0]).decode()),
+        }
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
         """Keyword search: candidates from InnoDB FULLTEXT, Okapi BM25 of the query's words
