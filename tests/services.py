@@ -220,6 +220,7 @@ def mysql_execute(url: str, statement: str) -> None:
         user=parts.user,
         password=parts.password,
         connect_timeout=10,
+        autocommit=True,
     )
     try:
         with connection.cursor() as cursor:

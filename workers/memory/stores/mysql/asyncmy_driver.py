@@ -6,7 +6,6 @@ and parses rows in C; both follow PyMySQL's DB-API, so the store's error boundar
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -131,11 +130,18 @@ class AsyncmyDriver:
             try:
                 yield _Bound(connection)
             except BaseException:
-                # A lost connection cannot roll back, and need not: the server already has.
-                with contextlib.suppress(Exception):
+                try:
                     await connection.rollback()
+                except Exception:
+                    # A lost connection cannot roll back, and need not: the server already
+                    # has. Closed, it goes back to the pool as dead, not as a leaked socket.
+                    connection.close()
                 raise
-            await connection.commit()
+            try:
+                await connection.commit()
+            except BaseException:
+                connection.close()  # its state is unknown: never reuse it
+                raise
 
     async def aclose(self) -> None:
         if self._pool is not None:
