@@ -11,6 +11,7 @@ import secrets
 
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.stores.mysql.vectors import VECTOR_STEPS
 from workers.memory.stores.sql_driver import SqlDriver, convert
 
 __all__ = ("MIGRATIONS", "migrate")
@@ -180,4 +181,5 @@ def MIGRATIONS(table: str) -> tuple[tuple[str, ...], ...]:
             # writers of one key serialise here instead of failing on the unique index.
             f"CREATE TABLE memory_key_locks (`key_hash` BINARY(32) NOT NULL PRIMARY KEY) {table}",
         ),
+        VECTOR_STEPS(table),
     )

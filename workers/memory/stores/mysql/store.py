@@ -12,25 +12,23 @@ Every node behaves exactly as on SQLite and PostgreSQL (the same conformance sui
   so concurrent writers of one key serialise instead of failing on the unique index.
 * **Keyword search**: InnoDB FULLTEXT for candidates, BM25 on the shared calibrated scale
   (``search``).
+* **Vectors**: float32 blobs in the record's transaction, ranked by the process's numpy
+  index, kept up to date by generation (``vectors``).
 * **Failures** of the driver become coded store errors at one boundary (``errors``); messages
   never contain the URL or a password.
 
-Vectors are not stored (no ``VectorStore`` capability): hybrid search needs another store.
+The class is assembled from parts, one module each: ``store_base`` (driver, lifecycle,
+transactions), ``store_vectors`` and ``store_logs``; reads, writes and usage are here.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING
 
-from ditto.errors import ErrorCode
-from ditto.extras import install_hint
 from workers.memory.model.contracts import (
-    AuditEntry,
-    HistoryEntry,
     MemoryDraft,
     MemoryFilter,
     MemoryItem,
@@ -40,11 +38,10 @@ from workers.memory.model.contracts import (
     SearchInput,
     WriteMode,
 )
-from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.patches import changes_text
 from workers.memory.model.planning import WriteGuard, WriteRules
-from workers.memory.model.records import Clock, now_from, to_micros, utc_now
+from workers.memory.model.records import now_from, to_micros
 from workers.memory.ports import (
-    AuditEvent,
     AuditLog,
     HistoryLog,
     KeywordSearch,
@@ -52,11 +49,11 @@ from workers.memory.ports import (
     QueryPosition,
     RecordImport,
     UsageTracking,
+    VectorStore,
 )
 from workers.memory.retrieval.keyword import explained, keyword_request
-from workers.memory.stores.mysql import logs
-from workers.memory.stores.mysql.errors import committing, error_number, mysql_errors
-from workers.memory.stores.mysql.schema import migrate
+from workers.memory.stores.mysql import vectors as my_vectors
+from workers.memory.stores.mysql.errors import mysql_errors
 from workers.memory.stores.mysql.search import keyword_search
 from workers.memory.stores.mysql.sql import (
     Params,
@@ -67,6 +64,8 @@ from workers.memory.stores.mysql.sql import (
     records,
     where_clause,
 )
+from workers.memory.stores.mysql.store_logs import MysqlLogs
+from workers.memory.stores.mysql.store_vectors import MysqlVectors
 from workers.memory.stores.mysql.writes import (
     delete_batch,
     restore_batch,
@@ -82,16 +81,17 @@ if TYPE_CHECKING:
 
 __all__ = ("MysqlMemoryStore",)
 
-T = TypeVar("T")
-
-_DEADLOCK = 1213
-_ATTEMPTS = 3
-"""A transaction InnoDB chose as a deadlock victim was rolled back whole: run it again (at
-most this many times) before reporting a retryable ``CONFLICT``."""
-
 
 class MysqlMemoryStore(
-    MemoryStore, UsageTracking, KeywordSearch, HistoryLog, AuditLog, RecordImport
+    MysqlVectors,
+    MysqlLogs,
+    MemoryStore,
+    UsageTracking,
+    KeywordSearch,
+    VectorStore,
+    HistoryLog,
+    AuditLog,
+    RecordImport,
 ):
     """Memory records in MySQL or MariaDB.
 
@@ -104,73 +104,6 @@ class MysqlMemoryStore(
         clock: Source of timestamps (default: system clock, UTC).
         owns_driver: Close ``driver`` in :meth:`aclose`.
     """
-
-    def __init__(
-        self, driver: SqlDriver, *, clock: Clock = utc_now, owns_driver: bool = False
-    ) -> None:
-        super().__init__()
-        self.driver = driver
-        self._clock = clock
-        self._owns = owns_driver
-        self._opened = False
-        self._open_lock = asyncio.Lock()
-
-    @classmethod
-    def from_url(cls, url: str, *, pool_size: int = 10, clock: Clock = utc_now) -> Self:
-        """A store over its own asyncmy pool (``mysql://user:password@host:3306/database``),
-        connected on first use and closed by :meth:`aclose`.
-
-        Raises:
-            MemoryStoreError: ``STORE_UNAVAILABLE`` naming the install command when asyncmy
-                (the ``mysql`` extra) is not installed.
-            InvalidInputError: ``url`` is not a ``mysql://`` URL naming a database.
-        """
-        try:
-            from workers.memory.stores.mysql.asyncmy_driver import AsyncmyDriver
-        except ImportError as exc:
-            if (exc.name or "").partition(".")[0] != "asyncmy":
-                raise  # not the missing extra: a real bug, with its traceback
-            raise MemoryStoreError(
-                f"a MySQL memory store needs the mysql extra (asyncmy): {install_hint('mysql')}",
-                code=ErrorCode.STORE_UNAVAILABLE,
-            ) from None
-
-        return cls(AsyncmyDriver(url, pool_size=pool_size), clock=clock, owns_driver=True)
-
-    # ----------------------------------------------------------------- lifecycle
-
-    async def open(self) -> None:
-        """Migrate the schema. Idempotent and safe to call concurrently."""
-        if self._opened:
-            return
-        async with self._open_lock, mysql_errors():
-            if not self._opened:
-                self.cursor_secret = await migrate(self.driver)
-                self._opened = True
-
-    async def aclose(self) -> None:
-        if self._owns:
-            await self.driver.aclose()
-        self._opened = False
-
-    async def _ready(self) -> SqlDriver:
-        if not self._opened:
-            await self.open()
-        return self.driver
-
-    async def _transaction(self, change: Callable[[SqlDriver], Awaitable[T]]) -> T:
-        """``change`` in one transaction, run again when InnoDB picked it as a deadlock
-        victim (it was rolled back whole, so nothing of it is stored)."""
-        driver = await self._ready()
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                async with mysql_errors(), committing(driver) as bound:
-                    return await change(bound)
-            except MemoryStoreError as exc:
-                cause = exc.__cause__
-                if attempt == _ATTEMPTS or cause is None or error_number(cause) != _DEADLOCK:
-                    raise
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     # ----------------------------------------------------------------- reads
 
@@ -260,9 +193,10 @@ class MysqlMemoryStore(
         guard: WriteGuard | None = None,
         rules: WriteRules | None = None,
     ) -> list[MemoryItem]:
-        _no_vectors(vectors)
         now = now_from(self._clock)
-        return await self._transaction(lambda db: write_batch(db, drafts, mode, now, guard, rules))
+        return await self._changing(
+            vectors, True, lambda db: write_batch(db, drafts, mode, now, guard, rules)
+        )
 
     async def update(
         self,
@@ -270,16 +204,47 @@ class MysqlMemoryStore(
         vectors: Vectors | None = None,
         guard: WriteGuard | None = None,
     ) -> list[MemoryItem]:
-        _no_vectors(vectors)
         now = now_from(self._clock)
-        return await self._transaction(lambda db: update_batch(db, patches, now, guard))
+        return await self._changing(
+            vectors,
+            any(map(changes_text, patches)),
+            lambda db: update_batch(db, patches, now, guard),
+        )
+
+    async def _changing(
+        self,
+        vectors: Vectors | None,
+        text_changes: bool,
+        change: Callable[[SqlDriver], Awaitable[list[MemoryItem]]],
+    ) -> list[MemoryItem]:
+        """Run ``change`` in one transaction with the records' vectors checked and stored."""
+
+        async def changing(db: SqlDriver) -> list[MemoryItem]:
+            await my_vectors.require_vectors(db, vectors, needed=text_changes)
+            items = await change(db)
+            if vectors is not None:
+                await my_vectors.store_vectors(db, vectors, items)
+            return items
+
+        return await self._transaction(changing)
 
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         now = now_from(self._clock)
-        return await self._transaction(lambda db: delete_batch(db, ids, now, guard))
+
+        async def deleting(db: SqlDriver) -> list[str]:
+            deleted = await delete_batch(db, ids, now, guard)
+            await my_vectors.forget_vectors(db, deleted)
+            return deleted
+
+        return await self._transaction(deleting)
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
-        await self._transaction(lambda db: restore_batch(db, items))
+
+        async def restoring(db: SqlDriver) -> None:
+            await restore_batch(db, items)
+            await my_vectors.forget_vectors(db, [], keep=items)  # re-embed changed texts
+
+        await self._transaction(restoring)
         return len(items)
 
     # ----------------------------------------------------------------- usage
@@ -302,44 +267,3 @@ class MysqlMemoryStore(
                 "`last_used_at` = GREATEST(`last_used_at`, VALUES(`last_used_at`))",
                 [micros, *(value for pair in uses.items() for value in pair)],
             )
-
-    # ----------------------------------------------------------------- logs
-
-    async def history(self, id: str) -> list[HistoryEntry]:
-        driver = await self._ready()
-        async with mysql_errors():
-            return await logs.history_of(driver, id)
-
-    async def history_page(
-        self, after: int, limit: int, *, namespace: str | None = None, key: str | None = None
-    ) -> tuple[list[HistoryEntry], int]:
-        driver = await self._ready()
-        async with mysql_errors():
-            return await logs.history_page(driver, after, limit, namespace, key)
-
-    async def restore_history(self, entries: Sequence[HistoryEntry]) -> int:
-        return await self._transaction(lambda db: logs.restore_history(db, entries))
-
-    async def append_audit(self, events: Sequence[AuditEvent]) -> None:
-        driver = await self._ready()
-        async with mysql_errors():
-            await logs.append_audit(driver, events)
-
-    async def audit_log(
-        self, *, after: int = 0, limit: int = 100, principal: str | None = None
-    ) -> list[AuditEntry]:
-        driver = await self._ready()
-        async with mysql_errors():
-            return await logs.read_audit(driver, after, limit, principal)
-
-    async def purge_audit(self, before: datetime, *, dry_run: bool = False) -> int:
-        driver = await self._ready()
-        async with mysql_errors():
-            return await logs.purge_audit(driver, to_micros(before), dry_run)
-
-
-def _no_vectors(vectors: Vectors | None) -> None:
-    # The worker embeds only for a VectorStore; a caller passing vectors anyway must learn
-    # they are not kept rather than lose them silently.
-    if vectors is not None:
-        raise MemoryStoreError("the MySQL memory store keeps no vectors")
