@@ -152,3 +152,24 @@ async def test_a_connection_lost_during_commit_is_outcome_unknown_never_retryabl
         await store.aclose()
     assert result.error is not None
     assert (result.error.code, result.error.retryable) == ("OUTCOME_UNKNOWN", False)
+
+
+async def test_a_search_beyond_the_budget_ranks_the_rare_word_first_then_fills_with_the_newest(
+    mysql_space: MysqlSpace,
+) -> None:
+    from workers.memory import MemoryDraft, SearchInput
+
+    async with MysqlMemoryStore.from_url(mysql_space.url, search_budget=3) as store:
+        common = await store.write(
+            [MemoryDraft(content=f"common word {n}") for n in range(6)], "create"
+        )
+        (rare,) = await store.write([MemoryDraft(content="common zebra")], "create")
+        hits = await store.search(SearchInput(query="zebra common", limit=3))
+    # Phase 1 scored only the holders of the rare word; phase 2 filled with the newest others.
+    assert [hit.memory.id for hit in hits] == [rare.id, common[5].id, common[4].id]
+    assert all(0 < hit.score <= 1 for hit in hits)
+
+
+def test_a_search_budget_below_one_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="search_budget"):
+        MysqlMemoryStore.from_url("mysql://root@localhost/db", search_budget=0)

@@ -14,8 +14,13 @@ on the same records:
   occurrences in the record (counted from the stored words);
 * the score is ``1 - exp(-bm25 / ideal)``, ``ideal`` the summed IDF of every query term.
 
-Every candidate is scored (exact top-k); a query holding a very frequent word reads many
-records (the PostgreSQL store's budgeted plan is not ported: see the README's table).
+**The plan** bounds the rows one search reads, as on PostgreSQL: the query's terms that match
+something are taken rarest first while their summed counts stay within the budget (the rarest
+always); phase 1 scores every record holding a kept term — or, when even the rarest holds more
+than the budget, its ``budget`` newest holders. If phase 1 left something out and found fewer
+than ``limit``, phase 2 fills with the newest records holding any term, ranked after phase 1.
+Every record is scored against every query term: the plan chooses which records are scored,
+never how, so below the budget the ranking is exact BM25.
 """
 
 from __future__ import annotations
@@ -29,10 +34,20 @@ from typing import Any
 from workers.memory.model.contracts import MemoryFilter
 from workers.memory.retrieval.keyword import calibrated, idf
 from workers.memory.retrieval.text import light_stem
-from workers.memory.stores.mysql.sql import Params, columns, records, term_token, where_clause
+from workers.memory.stores.mysql.sql import (
+    Params,
+    columns,
+    marks,
+    records,
+    term_token,
+    where_clause,
+)
 from workers.memory.stores.sql_driver import SqlDriver, fetch
 
-__all__ = ("keyword_search",)
+__all__ = ("DEFAULT_BUDGET", "keyword_search")
+
+DEFAULT_BUDGET = 1_500
+"""Records phase 1 may score (as on PostgreSQL): bounds the rows one search reads."""
 
 _K1 = 1.2
 _B = 0.75
@@ -45,45 +60,90 @@ async def keyword_search(
     filter: MemoryFilter,
     limit: int,
     now: datetime,
+    budget: int = DEFAULT_BUDGET,
 ) -> list[tuple[Any, float]]:
     """Ranked ``(row, score)`` pairs: rows in ``columns()`` order, scores BM25 on the
-    calibrated scale, best first, ties by id."""
-    tokens = {term_token(light_stem(word)) for word in words}
+    calibrated scale, best first, ties by id (phase 2's fillers after phase 1's hits)."""
+    tokens = sorted({term_token(light_stem(word)) for word in words})
     if not tokens:
         return []
-    params = Params([" ".join(sorted(tokens))])  # bare words: OR semantics
-    where = where_clause(filter, params, now)
-    rows = await fetch(
-        db,
-        f"SELECT {columns()}, m.`search_terms`, m.`search_length` FROM {records()} "
-        f"WHERE {_MATCH} AND {where}",
-        params.values,
-    )
-    if not rows:
-        return []
-    ordered = sorted(tokens)
     # One round trip for N, the total length and every term's count, all through the index.
     counts = " UNION ALL ".join(
-        f"SELECT {n + 1}, COUNT(*), 0 FROM memories m WHERE {_MATCH}" for n in range(len(ordered))
+        f"SELECT {n + 1}, COUNT(*), 0 FROM memories m WHERE {_MATCH}" for n in range(len(tokens))
     )
     stats = await fetch(
         db,
         "SELECT 0, COUNT(*), COALESCE(SUM(`search_length`), 0) FROM memories UNION ALL " + counts,
-        ordered,
+        tokens,
     )
     by_position = {int(position): (int(count), int(length)) for position, count, length in stats}
     documents, total_length = by_position[0]
-    weights = {token: idf(documents, by_position[n + 1][0]) for n, token in enumerate(ordered)}
-    ideal = math.fsum(weights.values())
-    average = total_length / max(documents, 1) or 1.0
-    scored = []
-    for row in rows:
-        found = Counter(row[-2].split())
-        norm = _K1 * (1 - _B + _B * int(row[-1]) / average)
-        bm25 = 0.0
-        for token in tokens & found.keys():
-            tf = found[token]
-            bm25 += weights[token] * tf * (_K1 + 1) / (tf + norm)
-        scored.append((row, calibrated(bm25, ideal)))
-    scored.sort(key=lambda pair: (-pair[1], pair[0][0]))
-    return scored[:limit]
+    frequency = {token: by_position[n + 1][0] for n, token in enumerate(tokens)}
+    scorer = _Scorer(
+        {token: idf(documents, count) for token, count in frequency.items()},
+        total_length / max(documents, 1) or 1.0,
+    )
+    matched = sorted((count, token) for token, count in frequency.items() if count)
+    if not matched:
+        return []
+    kept: list[str] = []
+    spent = 0
+    for count, token in matched:  # rarest first, within the budget (the rarest always)
+        if not kept or spent + count <= budget:
+            kept.append(token)
+            spent += count
+    newest = (
+        f" ORDER BY m.`created_at` DESC, m.`id` DESC LIMIT {budget:d}" if spent > budget else ""
+    )
+    hits = scorer.ranked(await _candidates(db, kept, filter, now, [], newest))[:limit]
+    if len(hits) < limit and (newest or len(kept) < len(matched)):
+        found = [row[0] for row, _ in hits]
+        wanted = f" ORDER BY m.`created_at` DESC, m.`id` DESC LIMIT {limit - len(hits):d}"
+        every = [token for _, token in matched]
+        hits += scorer.ranked(await _candidates(db, every, filter, now, found, wanted))
+    return hits
+
+
+async def _candidates(
+    db: SqlDriver,
+    tokens: Sequence[str],
+    filter: MemoryFilter,
+    now: datetime,
+    excluded: Sequence[str],
+    tail: str,
+) -> list[tuple[Any, ...]]:
+    """Records holding any of ``tokens`` that ``filter`` keeps, but ``excluded``, with their
+    stored terms and length last."""
+    params = Params([" ".join(tokens)])  # bare words: OR semantics
+    where = where_clause(filter, params, now)
+    if excluded:
+        where += f" AND m.`id` NOT IN ({marks(len(excluded))})"
+        params.values.extend(excluded)
+    return await fetch(
+        db,
+        f"SELECT {columns()}, m.`search_terms`, m.`search_length` FROM {records()} "
+        f"WHERE {_MATCH} AND {where}{tail}",
+        params.values,
+    )
+
+
+class _Scorer:
+    """BM25 of rows for the query's terms (``weights``: each term's IDF), calibrated."""
+
+    def __init__(self, weights: dict[str, float], average: float) -> None:
+        self.weights = weights
+        self.average = average
+        self.ideal = math.fsum(weights.values())
+
+    def ranked(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, float]]:
+        scored = []
+        for row in rows:
+            found = Counter(row[-2].split())
+            norm = _K1 * (1 - _B + _B * int(row[-1]) / self.average)
+            bm25 = 0.0
+            for token in self.weights.keys() & found.keys():
+                tf = found[token]
+                bm25 += self.weights[token] * tf * (_K1 + 1) / (tf + norm)
+            scored.append((row, calibrated(bm25, self.ideal)))
+        scored.sort(key=lambda pair: (-pair[1], pair[0][0]))
+        return scored

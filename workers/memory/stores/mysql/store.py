@@ -103,6 +103,11 @@ class MysqlMemoryStore(
         driver: The SQL driver (its connections run ``READ COMMITTED``, ``utf8mb4``).
         clock: Source of timestamps (default: system clock, UTC).
         owns_driver: Close ``driver`` in :meth:`aclose`.
+        search_budget: Records one keyword search may score before frequent words are left
+            to the fill phase (see ``search``).
+
+    Raises:
+        InvalidInputError: ``search_budget`` is below 1.
     """
 
     # ----------------------------------------------------------------- reads
@@ -179,7 +184,12 @@ class MysqlMemoryStore(
         driver = await self._ready()
         async with mysql_errors():
             hits = await keyword_search(
-                driver, words, input.filter, input.limit or 10, now_from(self._clock)
+                driver,
+                words,
+                input.filter,
+                input.limit or 10,
+                now_from(self._clock),
+                self.search_budget,
             )
         return explained([SearchHit(row_to_item(row), score) for row, score in hits], explain)
 

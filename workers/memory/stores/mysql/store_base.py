@@ -7,13 +7,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Self, TypeVar
 
-from ditto.errors import ErrorCode
+from ditto.errors import ErrorCode, InvalidInputError
 from ditto.extras import install_hint
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import Clock, utc_now
 from workers.memory.retrieval.vectors import VectorIndex
 from workers.memory.stores.mysql.errors import committing, error_number, mysql_errors
 from workers.memory.stores.mysql.schema import migrate
+from workers.memory.stores.mysql.search import DEFAULT_BUDGET
 from workers.memory.stores.sql_driver import SqlDriver
 
 __all__ = ("MysqlStoreBase",)
@@ -31,9 +32,19 @@ class MysqlStoreBase:
     :class:`~workers.memory.stores.mysql.store.MysqlMemoryStore`'s)."""
 
     def __init__(
-        self, driver: SqlDriver, *, clock: Clock = utc_now, owns_driver: bool = False
+        self,
+        driver: SqlDriver,
+        *,
+        clock: Clock = utc_now,
+        owns_driver: bool = False,
+        search_budget: int = DEFAULT_BUDGET,
     ) -> None:
         super().__init__()
+        if isinstance(search_budget, bool) or not isinstance(search_budget, int):
+            raise InvalidInputError("search_budget must be an integer")
+        if search_budget < 1:
+            raise InvalidInputError("search_budget must be at least 1")
+        self.search_budget = search_budget
         self.driver = driver
         self._clock = clock
         self._owns = owns_driver
@@ -43,7 +54,14 @@ class MysqlStoreBase:
         self._refreshing = asyncio.Lock()
 
     @classmethod
-    def from_url(cls, url: str, *, pool_size: int = 10, clock: Clock = utc_now) -> Self:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        clock: Clock = utc_now,
+        search_budget: int = DEFAULT_BUDGET,
+    ) -> Self:
         """A store over its own asyncmy pool (``mysql://user:password@host:3306/database``),
         connected on first use and closed by :meth:`aclose`.
 
@@ -62,7 +80,12 @@ class MysqlStoreBase:
                 code=ErrorCode.STORE_UNAVAILABLE,
             ) from None
 
-        return cls(AsyncmyDriver(url, pool_size=pool_size), clock=clock, owns_driver=True)
+        return cls(
+            AsyncmyDriver(url, pool_size=pool_size),
+            clock=clock,
+            owns_driver=True,
+            search_budget=search_budget,
+        )
 
     # ----------------------------------------------------------------- lifecycle
 
