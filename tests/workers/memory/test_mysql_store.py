@@ -166,7 +166,8 @@ async def test_a_search_beyond_the_budget_ranks_the_rare_word_first_then_fills_w
         (rare,) = await store.write([MemoryDraft(content="common zebra")], "create")
         hits = await store.search(SearchInput(query="zebra common", limit=3))
     # Phase 1 scored only the holders of the rare word; phase 2 filled with the newest others.
-    assert [hit.memory.id for hit in hits] == [rare.id, common[5].id, common[4].id]
+    newest = sorted(common, key=lambda item: (item.created_at, item.id), reverse=True)
+    assert [hit.memory.id for hit in hits] == [rare.id, newest[0].id, newest[1].id]
     assert all(0 < hit.score <= 1 for hit in hits)
 
 
