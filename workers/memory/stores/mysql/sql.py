@@ -63,7 +63,7 @@ STORED_COLUMNS = (
 
 
 def columns() -> str:
-    """A record's columns over :data:`RECORDS`, in the order ``row_to_item`` reads."""
+    """A record's columns over :func:`records`, in the order ``row_to_item`` reads."""
     return ", ".join(
         [
             *(f"m.{quoted(name)}" for name in RECORD_COLUMNS),

@@ -124,11 +124,12 @@ class MysqlMemoryStore(
                 f"OR (m.`key_hash` IN ({marks(len(hashes))}) AND m.`namespace` = ?)",
                 [*ids, *hashes, namespace],
             )
-        wanted = set(keys)
+        # The key hash narrows the rows; the key itself decides (a hash collision is no match).
+        wanted_ids, wanted_keys = set(ids), set(keys)
         return [
             item
             for item in map(row_to_item, rows)
-            if item.id in ids or (item.namespace == namespace and item.key in wanted)
+            if item.id in wanted_ids or (item.namespace == namespace and item.key in wanted_keys)
         ]
 
     async def query(
