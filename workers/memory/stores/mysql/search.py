@@ -12,7 +12,8 @@ on the same records:
   ``log((N - n + 0.5) / (n + 0.5))`` floored just above 0 (``search.keyword.idf``);
 * a record's length is its number of words (stored at write time), a term's frequency its
   occurrences in the record (counted from the stored words);
-* the score is ``1 - exp(-bm25 / ideal)``, ``ideal`` the summed IDF of every query term.
+* the score is ``1 - exp(-bm25 / ideal)``, ``ideal`` the summed IDF of every query term;
+* ``N``, the total length and the counts are cached briefly (``search_stats``).
 
 **The plan** bounds the rows one search reads, as on PostgreSQL: the query's terms that match
 something are taken rarest first while their summed counts stay within the budget (the rarest
@@ -34,6 +35,7 @@ from typing import Any
 from workers.memory.model.contracts import MemoryFilter
 from workers.memory.retrieval.keyword import calibrated, idf
 from workers.memory.retrieval.text import light_stem
+from workers.memory.stores.mysql.search_stats import MATCH, SearchStatistics
 from workers.memory.stores.mysql.sql import (
     Params,
     columns,
@@ -51,11 +53,11 @@ DEFAULT_BUDGET = 1_500
 
 _K1 = 1.2
 _B = 0.75
-_MATCH = "MATCH(m.`search_terms`) AGAINST (? IN BOOLEAN MODE)"
 
 
 async def keyword_search(
     db: SqlDriver,
+    statistics: SearchStatistics,
     words: Sequence[str],
     filter: MemoryFilter,
     limit: int,
@@ -67,18 +69,7 @@ async def keyword_search(
     tokens = sorted({term_token(light_stem(word)) for word in words})
     if not tokens:
         return []
-    # One round trip for N, the total length and every term's count, all through the index.
-    counts = " UNION ALL ".join(
-        f"SELECT {n + 1}, COUNT(*), 0 FROM memories m WHERE {_MATCH}" for n in range(len(tokens))
-    )
-    stats = await fetch(
-        db,
-        "SELECT 0, COUNT(*), COALESCE(SUM(`search_length`), 0) FROM memories UNION ALL " + counts,
-        tokens,
-    )
-    by_position = {int(position): (int(count), int(length)) for position, count, length in stats}
-    documents, total_length = by_position[0]
-    frequency = {token: by_position[n + 1][0] for n, token in enumerate(tokens)}
+    documents, total_length, frequency = await statistics.read(db, tokens)
     scorer = _Scorer(
         {token: idf(documents, count) for token, count in frequency.items()},
         total_length / max(documents, 1) or 1.0,
@@ -122,7 +113,7 @@ async def _candidates(
     return await fetch(
         db,
         f"SELECT {columns()}, m.`search_terms`, m.`search_length` FROM {records()} "
-        f"WHERE {_MATCH} AND {where}{tail}",
+        f"WHERE {MATCH} AND {where}{tail}",
         params.values,
     )
 

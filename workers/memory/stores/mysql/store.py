@@ -186,6 +186,7 @@ class MysqlMemoryStore(
         async with mysql_errors():
             hits = await keyword_search(
                 driver,
+                self._statistics,
                 words,
                 input.filter,
                 input.limit or 10,

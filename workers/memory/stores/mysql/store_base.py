@@ -15,6 +15,7 @@ from workers.memory.retrieval.vectors import VectorIndex
 from workers.memory.stores.mysql.errors import committing, error_number, mysql_errors
 from workers.memory.stores.mysql.schema import migrate
 from workers.memory.stores.mysql.search import DEFAULT_BUDGET
+from workers.memory.stores.mysql.search_stats import SearchStatistics
 from workers.memory.stores.sql_driver import SqlDriver
 
 __all__ = ("MysqlStoreBase",)
@@ -52,6 +53,7 @@ class MysqlStoreBase:
         self._open_lock = asyncio.Lock()
         self._index = VectorIndex()
         self._refreshing = asyncio.Lock()
+        self._statistics = SearchStatistics()
 
     @classmethod
     def from_url(
@@ -112,12 +114,17 @@ class MysqlStoreBase:
         """``change`` in one transaction, run again when InnoDB picked it as a deadlock
         victim (it was rolled back whole, so nothing of it is stored)."""
         driver = await self._ready()
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                async with mysql_errors(), committing(driver) as bound:
-                    return await change(bound)
-            except MemoryStoreError as exc:
-                cause = exc.__cause__
-                if attempt == _ATTEMPTS or cause is None or error_number(cause) != _DEADLOCK:
-                    raise
-        raise AssertionError("unreachable")  # the loop returns or raises
+        try:
+            for attempt in range(1, _ATTEMPTS + 1):
+                try:
+                    async with mysql_errors(), committing(driver) as bound:
+                        return await change(bound)
+                except MemoryStoreError as exc:
+                    cause = exc.__cause__
+                    if attempt == _ATTEMPTS or cause is None or error_number(cause) != _DEADLOCK:
+                        raise
+            raise AssertionError("unreachable")  # the loop returns or raises
+        finally:
+            # Whatever the outcome (an unknown one may have committed): search statistics
+            # cached before it no longer hold.
+            self._statistics.changed()
