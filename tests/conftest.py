@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from tests.services import postgres_space, postgres_url, redis_space, redis_url
+from tests.services import (
+    mysql_space,
+    mysql_url,
+    postgres_space,
+    postgres_url,
+    redis_space,
+    redis_url,
+)
 
-__all__ = ("postgres_space", "postgres_url", "redis_space", "redis_url")
+__all__ = (
+    "mysql_space",
+    "mysql_url",
+    "postgres_space",
+    "postgres_url",
+    "redis_space",
+    "redis_url",
+)
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@
   started for the session on a free port. Each test gets its own key prefix, deleted afterwards.
 * PostgreSQL: ``DITTO_TEST_POSTGRES_URL``, else the tests skip with the reason printed. Each test
   gets its own schema, dropped afterwards.
+* MySQL / MariaDB: ``DITTO_TEST_MYSQL_URL``, else the tests skip with the reason printed. Each
+  test gets its own database (``ditto_test_<random>``), dropped afterwards.
 
 With ``DITTO_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a missing or unreachable service fails the
 test instead of skipping it.
@@ -51,6 +53,14 @@ class PostgresSpace:
 
     url: str
     schema: str
+
+
+@dataclass(frozen=True)
+class MysqlSpace:
+    """A MySQL URL whose database belongs to one test (``database`` names it)."""
+
+    url: str
+    database: str
 
 
 def _free_port() -> int:
@@ -180,3 +190,55 @@ def postgres_space(postgres_url: str) -> Iterator[PostgresSpace]:
         unavailable(f"PostgreSQL at DITTO_TEST_POSTGRES_URL does not answer ({type(exc).__name__})")
     yield PostgresSpace(postgres_url, schema)
     postgres_execute(postgres_url, f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def mysql_url() -> str:
+    """URL of the test MySQL or MariaDB server (``DITTO_TEST_MYSQL_URL``); its database is
+    only used to connect: each test works in a database of its own."""
+    url = os.environ.get("DITTO_TEST_MYSQL_URL")
+    if not url:
+        unavailable("MySQL tests need DITTO_TEST_MYSQL_URL")
+    try:
+        import asyncmy  # noqa: F401
+        import pymysql  # noqa: F401
+    except ImportError:
+        unavailable("MySQL tests need asyncmy and pymysql (pip install -e '.[mysql,dev]')")
+    return url
+
+
+def mysql_execute(url: str, statement: str) -> None:
+    """Run one statement outside any database (PyMySQL: no event loop needed)."""
+    import pymysql
+
+    from workers.memory.stores.mysql.asyncmy_driver import MysqlUrl
+
+    parts = MysqlUrl.parse(url)
+    connection = pymysql.connect(
+        host=parts.host,
+        port=parts.port,
+        user=parts.user,
+        password=parts.password,
+        connect_timeout=10,
+        autocommit=True,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def mysql_space(mysql_url: str) -> Iterator[MysqlSpace]:
+    """A private database on the test MySQL server, dropped (with everything in it) afterwards."""
+    import pymysql
+
+    database = f"ditto_test_{uuid.uuid4().hex[:16]}"
+    try:
+        mysql_execute(mysql_url, f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+    except (TimeoutError, OSError, pymysql.err.OperationalError) as exc:
+        unavailable(f"MySQL at DITTO_TEST_MYSQL_URL does not answer ({type(exc).__name__})")
+    base, _, _ = mysql_url.rpartition("/")
+    yield MysqlSpace(f"{base}/{database}", database)
+    mysql_execute(mysql_url, f"DROP DATABASE `{database}`")

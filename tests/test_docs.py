@@ -9,6 +9,7 @@ from pathlib import Path
 from ditto.errors import ErrorCode
 from workers.memory import InProcessMemoryStore, MarkdownMemoryStore, SqliteMemoryStore
 from workers.memory.ports import CAPABILITIES
+from workers.memory.stores.mysql import MysqlMemoryStore
 from workers.memory.stores.postgres import PostgresMemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -55,6 +56,7 @@ def test_the_capability_table_says_what_each_store_offers() -> None:
         for cls in (
             SqliteMemoryStore,
             PostgresMemoryStore,
+            MysqlMemoryStore,
             MarkdownMemoryStore,
             InProcessMemoryStore,
         )

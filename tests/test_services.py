@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from tests.services import PostgresSpace, RedisSpace
+from tests.services import MysqlSpace, PostgresSpace, RedisSpace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.redis
@@ -39,3 +45,45 @@ def test_postgres_space_is_a_private_schema(postgres_space: PostgresSpace) -> No
             await connection.close()
 
     assert asyncio.run(probe()) == postgres_space.schema
+
+
+@pytest.mark.mysql
+def test_mysql_space_is_a_private_database(mysql_space: MysqlSpace) -> None:
+    import pymysql
+
+    from workers.memory.stores.mysql.asyncmy_driver import MysqlUrl
+
+    parts = MysqlUrl.parse(mysql_space.url)
+    assert parts.database == mysql_space.database
+    assert mysql_space.database.startswith("ditto_test_")
+    connection = pymysql.connect(
+        host=parts.host, port=parts.port, user=parts.user, password=parts.password,
+        database=parts.database,
+    )  # fmt: skip
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE probe (x int)")
+            cursor.execute("SELECT DATABASE()")
+            assert cursor.fetchone() == (mysql_space.database,)
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(("required", "outcome"), [("", "1 skipped"), ("1", "1 error")])
+def test_a_missing_mysql_url_skips_with_its_reason_or_fails_when_required(
+    tmp_path: Path, required: str, outcome: str
+) -> None:
+    (tmp_path / "conftest.py").write_text("from tests.services import mysql_space, mysql_url\n")
+    (tmp_path / "test_probe.py").write_text("def test_probe(mysql_space):\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DITTO_REQUIRE_SERVICES": required}
+    env.pop("DITTO_TEST_MYSQL_URL", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert outcome in run.stdout
+    assert "MySQL tests need DITTO_TEST_MYSQL_URL" in run.stdout

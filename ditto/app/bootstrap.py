@@ -56,8 +56,8 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
 
     Raises:
         MemoryStoreError: ``STORE_UNAVAILABLE``: there is no SQLite file or Markdown folder
-            (``existing``), or
-            the postgres backend without the ``postgres`` extra (the message names the
+            (``existing``), or the postgres or mysql backend without its extra (the message
+            names the
             install command).
     """
     from workers.memory import (
@@ -85,6 +85,13 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
             schema=memory.postgres_schema,
             pool_size=memory.postgres_pool_size,
             statement_timeout_ms=memory.postgres_statement_timeout_ms,
+        )
+    if memory.backend == "mysql":
+        from ditto.app.memory_setup import mysql_store_type
+
+        assert memory.mysql_url is not None  # the settings refuse mysql without a URL
+        return mysql_store_type().from_url(
+            memory.mysql_url.get_secret_value(), pool_size=memory.mysql_pool_size
         )
     path = memory.sqlite_file
     if not existing:

@@ -2,8 +2,8 @@
 embedder it uses, and which process it belongs to.
 
 Everything that can fail without touching the store fails here, at construction, with one line
-that names the fix: a folder that does not exist (``create=True``), a ``postgresql://`` URL
-without the ``postgres`` extra, an embedder name that is not one of :data:`EMBEDDERS` (or whose
+that names the fix: a folder that does not exist (``create=True``), a ``postgresql://`` or
+``mysql://`` URL without its extra, an embedder name that is not one of :data:`EMBEDDERS` (or whose
 model is not installed). A ``Memory`` belongs to the process that made it (its store's threads
 live there): after a fork, the child's calls fail ``OPENED_IN_PARENT`` at once instead of
 waiting forever for threads the child does not have.
@@ -24,14 +24,17 @@ from ditto.extras import install_hint
 if TYPE_CHECKING:
     from workers.memory.ports import MemoryStore
     from workers.memory.retrieval.embeddings import Embedder
+    from workers.memory.stores.mysql import MysqlMemoryStore
     from workers.memory.stores.postgres import PostgresMemoryStore
 
 __all__ = (
     "EMBEDDERS",
+    "MYSQL_INSTALL",
     "POSTGRES_INSTALL",
     "EmbedderChoice",
     "OwnerProcess",
     "embedder_factory",
+    "mysql_store_type",
     "postgres_store_type",
     "store_factory",
 )
@@ -44,6 +47,9 @@ POSTGRES_INSTALL = install_hint("postgres")
 _EMBEDDINGS_INSTALL = install_hint("embeddings")
 _EMBEDDINGS_MODULES = ("tokenizers", "safetensors", "threadpoolctl")
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+MYSQL_INSTALL = install_hint("mysql")
+"""The command that installs the ``mysql`` extra (pyproject's ``[mysql]``: asyncmy)."""
+_MYSQL_SCHEMES = ("mysql://", "mariadb://")
 
 
 def _unavailable(message: str, code: ErrorCode) -> DittoError:
@@ -71,11 +77,28 @@ def postgres_store_type() -> type[PostgresMemoryStore]:
     return PostgresMemoryStore
 
 
+def mysql_store_type() -> type[MysqlMemoryStore]:
+    """:class:`MysqlMemoryStore`, checked for its driver now.
+
+    Raises:
+        MemoryStoreError: ``STORE_UNAVAILABLE`` naming :data:`MYSQL_INSTALL` when asyncmy (the
+            ``mysql`` extra) is not installed.
+    """
+    from workers.memory.stores.mysql import MysqlMemoryStore
+
+    if find_spec("asyncmy") is None:
+        raise _unavailable(
+            f"a MySQL memory store needs the mysql extra (asyncmy): {MYSQL_INSTALL}",
+            ErrorCode.STORE_UNAVAILABLE,
+        )
+    return MysqlMemoryStore
+
+
 def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     """What opens the store at ``location`` (checked now, opened later).
 
     Args:
-        location: A SQLite file or a ``postgresql://`` URL.
+        location: A SQLite file, a ``postgresql://`` or a ``mysql://`` URL.
         create: Create a missing folder of the SQLite file (the file itself is always created).
 
     Raises:
@@ -88,6 +111,9 @@ def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     if location.startswith(_POSTGRES_SCHEMES):
         postgres = postgres_store_type()
         return lambda: postgres.from_url(location)
+    if location.startswith(_MYSQL_SCHEMES):
+        mysql = mysql_store_type()
+        return lambda: mysql.from_url(location)
     path = Path(location).expanduser()
     if not create and not path.parent.is_dir():
         raise _unavailable(

@@ -141,6 +141,28 @@ def test_the_postgres_backend_needs_its_url(tmp_path: Path) -> None:
         load_config(config, env={})
 
 
+@pytest.mark.mysql
+async def test_the_mysql_backend_comes_from_config(tmp_path: Path, mysql_space: Any) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: mysql\n    mysql_pool_size: 2\n")
+    settings = load_config(config, env={"DITTO_WORKER_MEMORY_MYSQL_URL": mysql_space.url})
+    async with open_runtime(settings) as runtime:
+        await runtime.invoke("MEMORY.WRITE", {"memories": [{"key": "k", "content": "my"}]})
+    async with open_runtime(settings) as runtime:
+        found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
+    assert found.unwrap().items[0].content == "my"
+    assert not (tmp_path / "memory.sqlite").exists()
+
+
+def test_the_mysql_backend_needs_its_url(tmp_path: Path) -> None:
+    from ditto import ConfigError
+
+    config = tmp_path / "ditto.yaml"
+    config.write_text("workers:\n  memory:\n    backend: mysql\n")
+    with pytest.raises(ConfigError, match="DITTO_WORKER_MEMORY_MYSQL_URL"):
+        load_config(config, env={})
+
+
 async def test_node_types_not_listed_as_remote_stay_local(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

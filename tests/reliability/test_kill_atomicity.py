@@ -1,5 +1,5 @@
 """``kill -9`` at random moments: a MEMORY.WRITE batch is all or nothing, on SQLite, PostgreSQL
-and a Markdown folder.
+MySQL/MariaDB and a Markdown folder.
 
 A child process writes batches of ``SIZE`` keyed records through the runtime, one batch after
 another, and prints each batch's number once the runtime has acknowledged it. The parent kills
@@ -13,7 +13,7 @@ kill it reopens the store and checks:
 * the keyword index agrees with the records, batch by batch (a search for the batch's own word
   finds all of it or none of it), each record has its one ``create`` history entry, and the
   store's own health check passes (SQLite: ``PRAGMA quick_check`` ok and as many FTS rows as
-  records; PostgreSQL: every index valid);
+  records; PostgreSQL: every index valid; MySQL: ``CHECK TABLE`` ok);
 * the store opens and takes a write again.
 
 ``tests/workers/memory/test_sqlite_store.py`` kills one SQLite writer at one chosen point (mid
@@ -40,7 +40,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ditto import create_ditto
-from tests.services import PostgresSpace
+from tests.services import MysqlSpace, PostgresSpace
 from workers.memory import MemoryFilter, MemoryStore, SqliteMemoryStore, create_memory_worker
 
 pytestmark = pytest.mark.anyio
@@ -76,6 +76,9 @@ WRITER = (
             if kind == "markdown":
                 from workers.memory.stores.markdown import MarkdownMemoryStore
                 return MarkdownMemoryStore(target)
+            if kind == "mysql":
+                from workers.memory.stores.mysql import MysqlMemoryStore
+                return MysqlMemoryStore.from_url(target, pool_size=2)
             from workers.memory.stores.postgres import PostgresMemoryStore
             return PostgresMemoryStore.from_url(target, schema=schema, pool_size=2)
 
@@ -275,3 +278,39 @@ async def test_markdown_batches_survive_kill_9_whole_or_not_at_all(tmp_path: Pat
         return sum(b'"change":"create"' in line for line in lines)
 
     await _kill_rounds(open_store, ["markdown", str(folder), ""], health, history_creates)
+
+
+@pytest.mark.mysql
+async def test_mysql_batches_survive_kill_9_whole_or_not_at_all(mysql_space: MysqlSpace) -> None:
+    from workers.memory.stores.mysql import MysqlMemoryStore
+
+    url = mysql_space.url
+
+    async def open_store() -> MemoryStore:
+        store = MysqlMemoryStore.from_url(url, pool_size=2)
+        await store.open()
+        return store
+
+    async def health(store: MemoryStore) -> None:
+        assert isinstance(store, MysqlMemoryStore)
+        report = await store.health()
+        assert report["integrity"] == "OK", report
+
+    async def history_creates() -> int:
+        import pymysql
+
+        from workers.memory.stores.mysql.asyncmy_driver import MysqlUrl
+
+        parts = MysqlUrl.parse(url)
+        connection = pymysql.connect(
+            host=parts.host, port=parts.port, user=parts.user, password=parts.password,
+            database=parts.database,
+        )  # fmt: skip
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT COUNT(*) FROM memory_history WHERE `change` = 'create'")
+                return int(cursor.fetchone()[0])
+        finally:
+            connection.close()
+
+    await _kill_rounds(open_store, ["mysql", url, ""], health, history_creates)

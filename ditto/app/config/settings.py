@@ -232,11 +232,12 @@ class MemorySearchSettings(_Strict):
 class MemoryWorkerSettings(_Strict):
     """``workers.memory:`` — the MEMORY worker."""
 
-    backend: Literal["sqlite", "postgres", "markdown", "inprocess"] = "sqlite"
+    backend: Literal["sqlite", "postgres", "mysql", "markdown", "inprocess"] = "sqlite"
     """Where records live: ``sqlite`` (one file, the embedded default), ``postgres``
-    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra), ``markdown`` (a folder of
-    Markdown files a person can edit and keep in git) or ``inprocess`` (lost when the process
-    exits; for tests and experiments)."""
+    (``DITTO_WORKER_MEMORY_POSTGRES_URL``, the ``postgres`` extra), ``mysql`` (MySQL 8 or
+    MariaDB 10.6+, ``DITTO_WORKER_MEMORY_MYSQL_URL``, the ``mysql`` extra), ``markdown`` (a
+    folder of Markdown files a person can edit and keep in git) or ``inprocess`` (lost when
+    the process exits; for tests and experiments)."""
     sqlite_path: str = Field("memory.sqlite", min_length=1)
     """The SQLite file, relative to the working directory (``:memory:`` is refused)."""
 
@@ -277,18 +278,32 @@ class MemoryWorkerSettings(_Strict):
     postgres_url: SecretStr | None = None
     """From ``DITTO_WORKER_MEMORY_POSTGRES_URL`` only (never YAML)."""
 
+    mysql_pool_size: int = Field(10, ge=1, le=1000)
+    """Connections in the MySQL pool."""
+    mysql_url: SecretStr | None = None
+    """From ``DITTO_WORKER_MEMORY_MYSQL_URL`` only (never YAML):
+    ``mysql://user:password@host:3306/database``."""
+
     @field_validator("postgres_url")
     @classmethod
     def _postgres_scheme(cls, value: SecretStr | None) -> SecretStr | None:
         _check_url(value, ("postgresql", "postgres"), "DITTO_WORKER_MEMORY_POSTGRES_URL")
         return value
 
+    @field_validator("mysql_url")
+    @classmethod
+    def _mysql_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        _check_url(value, ("mysql", "mariadb"), "DITTO_WORKER_MEMORY_MYSQL_URL")
+        return value
+
     @model_validator(mode="after")
-    def _postgres_needs_a_url(self) -> Self:
+    def _backend_needs_a_url(self) -> Self:
         if self.backend == "postgres" and self.postgres_url is None:
             raise ValueError(
                 "backend postgres needs DITTO_WORKER_MEMORY_POSTGRES_URL in the environment"
             )
+        if self.backend == "mysql" and self.mysql_url is None:
+            raise ValueError("backend mysql needs DITTO_WORKER_MEMORY_MYSQL_URL in the environment")
         return self
 
 
@@ -371,6 +386,7 @@ class Settings(_Strict):
 ENV_ONLY: dict[tuple[str, ...], str] = {
     ("runtime", "remote", "redis_url"): "DITTO_RUNTIME_REMOTE_REDIS_URL",
     ("workers", "memory", "postgres_url"): "DITTO_WORKER_MEMORY_POSTGRES_URL",
+    ("workers", "memory", "mysql_url"): "DITTO_WORKER_MEMORY_MYSQL_URL",
     ("workers", "context", "redis_url"): "DITTO_WORKER_CONTEXT_REDIS_URL",
 }
 """Settings that come from environment variables only: key path -> variable."""

@@ -96,6 +96,10 @@ def test_bad_yaml_fails_naming_the_key(tmp_path: Path, text: str, fragments: lis
             "workers:\n  memory:\n    postgres_url: postgresql://u:hunter2@h/db\n",
             "DITTO_WORKER_MEMORY_POSTGRES_URL",
         ),
+        (
+            "workers:\n  memory:\n    mysql_url: mysql://u:hunter2@h/db\n",
+            "DITTO_WORKER_MEMORY_MYSQL_URL",
+        ),
         ("runtime:\n  api_key: hunter2\n", "runtime.api_key: looks like a credential"),
         ("runtime:\n  password: hunter2\n", "runtime.password"),
         ("runtime:\n  note: 'redis://admin:hunter2@cache:6379'\n", "runtime.note: contains a URL"),
@@ -124,6 +128,7 @@ def test_urls_come_from_the_environment() -> None:
             "DITTO_CONFIG": str(REPO_ROOT / "ditto.yaml"),
             "DITTO_WORKER_CONTEXT_REDIS_URL": "redis://:hunter2@127.0.0.1:6379/0",
             "DITTO_WORKER_MEMORY_POSTGRES_URL": "postgresql://postgres@127.0.0.1/test",
+            "DITTO_WORKER_MEMORY_MYSQL_URL": "mysql://root:hunter2@127.0.0.1:3306/test",
         }
     )
     redis_url = settings.workers.context.redis_url
@@ -131,6 +136,7 @@ def test_urls_come_from_the_environment() -> None:
     assert redis_url.get_secret_value() == "redis://:hunter2@127.0.0.1:6379/0"
     assert "hunter2" not in repr(settings)
     assert settings.workers.memory.postgres_url is not None
+    assert settings.workers.memory.mysql_url is not None
 
 
 def test_a_bad_environment_url_names_the_variable_not_the_value() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ditto import Ditto, NodeResult, create_ditto
-from tests.services import PostgresSpace
+from tests.services import MysqlSpace, PostgresSpace
 from workers.memory import (
     InProcessMemoryStore,
     MemoryDraft,
@@ -98,6 +98,7 @@ class StoreEnv:
     tmp_path: Path
     clock: TickingClock
     postgres: PostgresSpace | None = None
+    mysql: MysqlSpace | None = None
 
 
 @dataclass(frozen=True)
@@ -150,11 +151,27 @@ async def _postgres(env: StoreEnv) -> MemoryStore:
     return store
 
 
+def _mysql_type() -> type[MemoryStore]:
+    from workers.memory.stores.mysql import MysqlMemoryStore
+
+    return MysqlMemoryStore
+
+
+async def _mysql(env: StoreEnv) -> MemoryStore:
+    from workers.memory.stores.mysql import MysqlMemoryStore
+
+    assert env.mysql is not None
+    store = MysqlMemoryStore.from_url(env.mysql.url, clock=env.clock, pool_size=4)
+    await store.open()
+    return store
+
+
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "crud-only": StoreFactory(_crud_only, lambda: CrudOnlyStore),
     "inprocess": StoreFactory(_inprocess, lambda: InProcessMemoryStore),
     "sqlite": StoreFactory(_sqlite, lambda: SqliteMemoryStore),
     "postgres": StoreFactory(_postgres, _postgres_type),
+    "mysql": StoreFactory(_mysql, _mysql_type),
     "markdown": StoreFactory(_markdown, lambda: MarkdownMemoryStore),
 }
 EMBEDDED = ("inprocess", "sqlite")
@@ -252,6 +269,8 @@ def store_env(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -
     env = StoreEnv(tmp_path, TickingClock())
     if store_kind == "postgres":
         env.postgres = request.getfixturevalue("postgres_space")
+    elif store_kind == "mysql":
+        env.mysql = request.getfixturevalue("mysql_space")
     return env
 
 

@@ -27,7 +27,7 @@ async def test_a_store_with_only_the_core_has_no_capability_and_search_is_unavai
     assert result.error.code == ErrorCode.SEARCH_UNAVAILABLE
 
 
-@pytest.mark.parametrize("store_kind", ["inprocess", "sqlite", "postgres"])
+@pytest.mark.parametrize("store_kind", ["inprocess", "sqlite", "postgres", "mysql"])
 async def test_every_built_in_store_offers_every_capability(open_store: OpenStore) -> None:
     assert list(CAPABILITIES) == EVERY_CAPABILITY
     assert capabilities(await open_store()) == EVERY_CAPABILITY

@@ -254,6 +254,11 @@ async def test_the_first_page_cursor_works_on_a_store_opened_lazily(
         lazy = PostgresMemoryStore.from_url(space.url, schema=space.schema)
     elif store_kind == "markdown":
         lazy = MarkdownMemoryStore(store_env.tmp_path / "memory")
+    elif store_kind == "mysql":
+        from workers.memory.stores.mysql import MysqlMemoryStore
+
+        assert store_env.mysql is not None
+        lazy = MysqlMemoryStore.from_url(store_env.mysql.url)
     else:  # nothing persistent: the same rule, trivially
         lazy = await STORE_FACTORIES[store_kind](store_env)
         await lazy.write([msgspec.convert({"content": n}, MemoryDraft) for n in range(3)], "create")

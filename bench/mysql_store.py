@@ -1,0 +1,179 @@
+"""Keyword MEMORY.SEARCH on MySQL/MariaDB through the runtime, beside SQLite in the same run.
+
+For each corpus size (default 10,000 and 100,000 records of the synthetic Zipf text
+``memory_store.py`` writes, so some words are in many records and most words are rare), written
+through ``MEMORY.WRITE`` into a private database (dropped afterwards) and into a SQLite file:
+
+* **Keyword SEARCH p50 / p99** of natural-language questions through
+  ``runtime.invoke("MEMORY.SEARCH")`` on each store, alternating query by query; the whole pass
+  repeats ``--rounds`` times and the median round is printed with the spread of the rounds.
+* **Top-10 overlap** of each store's hits with the exact ranking: Okapi BM25 over every record
+  with exact statistics, which the in-process store computes (it is given the same records),
+  on the same calibrated scale and with the same terms as the MySQL store.
+
+PostgreSQL's numbers on the same corpus come from ``bench/postgres_store.py``.
+
+    python3 tasks.py bench mysql_store
+    .venv/bin/python bench/mysql_store.py --sizes 10000 --queries 100 --mysql URL
+
+The URL comes from ``--mysql`` or ``$DITTO_TEST_MYSQL_URL``; without either the bench says so
+and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from time import perf_counter
+
+import anyio
+import pymysql
+from memory_store import Corpus  # bench/ is the script's folder
+
+from ditto import Ditto, create_ditto
+from workers.memory import (
+    InProcessMemoryStore,
+    MemoryFilter,
+    SqliteMemoryStore,
+    create_memory_worker,
+)
+from workers.memory.stores.mysql import MysqlMemoryStore
+from workers.memory.stores.mysql.asyncmy_driver import MysqlUrl
+
+BATCH = 1_000
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def spread(values: Sequence[float]) -> str:
+    return f"{statistics.median(values):7.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def admin(url: str, statement: str) -> None:
+    parts = MysqlUrl.parse(url)
+    connection = pymysql.connect(
+        host=parts.host, port=parts.port, user=parts.user, password=parts.password,
+        autocommit=True,
+    )  # fmt: skip
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        connection.close()
+
+
+async def search(runtime: Ditto, question: str) -> list[str]:
+    result = await runtime.invoke("MEMORY.SEARCH", {"query": question, "limit": 10})
+    return [hit.memory.id for hit in result.unwrap().hits]
+
+
+async def measure(
+    runtimes: dict[str, Ditto], questions: Sequence[str], rounds: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Per store: the p50s and p99s (ms) of each round."""
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in runtimes}
+    for round_number in range(rounds):
+        times: dict[str, list[float]] = {name: [] for name in runtimes}
+        names = list(runtimes)
+        for index, question in enumerate(questions):
+            shift = (index + round_number) % len(names)
+            for name in names[shift:] + names[:shift]:
+                started = perf_counter()
+                await search(runtimes[name], question)
+                times[name].append(perf_counter() - started)
+        for name, samples in times.items():
+            results[name][0].append(percentile(samples, 0.5) * 1e3)
+            results[name][1].append(percentile(samples, 0.99) * 1e3)
+    return results
+
+
+async def main(url: str, sizes: Sequence[int], queries: int, rounds: int) -> None:
+    corpus = Corpus()
+    database = f"ditto_bench_{uuid.uuid4().hex[:12]}"
+    base, _, _ = url.rpartition("/")
+    admin(url, f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+    lines: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            mysql = MysqlMemoryStore.from_url(f"{base}/{database}", pool_size=4)
+            sqlite = SqliteMemoryStore(Path(folder) / "memory.sqlite")
+            exact = InProcessMemoryStore()
+            async with mysql, sqlite:
+                runtimes = {}
+                async with (
+                    create_ditto(workers=[create_memory_worker(mysql)], config=None) as on_mysql,
+                    create_ditto(workers=[create_memory_worker(sqlite)], config=None) as on_sqlite,
+                    create_ditto(workers=[create_memory_worker(exact)], config=None) as on_exact,
+                ):
+                    runtimes = {"MySQL": on_mysql, "SQLite": on_sqlite}
+                    written = 0
+                    for size in sizes:
+                        while written < size:
+                            count = min(BATCH, size - written)
+                            drafts = await anyio.to_thread.run_sync(corpus.drafts, count)
+                            # The same records everywhere (ids included): MySQL assigns them.
+                            items = await mysql.write(drafts, "create")
+                            await sqlite.restore(items)
+                            await exact.restore(items)
+                            written += count
+                            print(f"\r  building {written:,}/{size:,}", end="", flush=True)
+                        print()
+                        assert await mysql.count(MemoryFilter()) == written
+                        questions = corpus.questions(queries)
+                        timed = await measure(runtimes, questions, rounds)
+                        label = f"{size // 1000}k"
+                        for name, (p50s, p99s) in timed.items():
+                            lines.append(
+                                f"SEARCH {label} {name:6}  p50 {spread(p50s)} ms   "
+                                f"p99 {spread(p99s)} ms"
+                            )
+                        for name, runtime in runtimes.items():
+                            shares = []
+                            for question in questions:
+                                wanted = await search(on_exact, question)
+                                if wanted:
+                                    got = await search(runtime, question)
+                                    shares.append(len(set(wanted) & set(got)) / len(wanted))
+                            lines.append(
+                                f"top-10 overlap with exact BM25, {label} {name}: "
+                                f"{statistics.mean(shares):.3f} over {len(shares)} questions"
+                            )
+    finally:
+        admin(url, f"DROP DATABASE IF EXISTS `{database}`")
+    print()
+    for line in lines:
+        print(line)
+    print(f"(median of {rounds} rounds of {queries} questions, range in brackets)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="corpus sizes, comma-separated")
+    parser.add_argument("--queries", type=int, default=200, help="questions per round")
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes over the questions")
+    parser.add_argument(
+        "--mysql",
+        default=os.environ.get("DITTO_TEST_MYSQL_URL"),
+        help="MySQL URL (a private database, dropped afterwards)",
+    )
+    arguments = parser.parse_args()
+    if not arguments.mysql:
+        print("skipped: pass --mysql URL or set DITTO_TEST_MYSQL_URL")
+    else:
+        asyncio.run(
+            main(
+                arguments.mysql,
+                [int(size) for size in arguments.sizes.split(",")],
+                arguments.queries,
+                arguments.rounds,
+            )
+        )
