@@ -1,0 +1,270 @@
+"""Exact BM25 top-k over every FTS5 match, with MaxScore pruning of frequent words' postings.
+
+FTS5's own ``ORDER BY bm25()`` is exact but scores every posting of every query word (~0.6 µs
+each), and ``bm25()`` cannot score a chosen set of rows cheaply: it recounts each word's
+matching rows once per row it scores. So the scores are computed here, with FTS5's formula and
+FTS5's own statistics, from what the index stores:
+
+* ``N`` and the total token count from the index's averages record (``memory_fts_data`` row 1),
+* a term's document frequency from ``memory_fts_vocab``,
+* a row's length from ``memory_fts_docsize``,
+* a term's frequency in each row from an ``fts5vocab`` ``instance`` table, for the rare words,
+  or by tokenizing the few candidate rows again with the same tokenizer, for the frequent ones.
+
+**MaxScore.** A word contributes ``idf * tf (k1 + 1) / (tf + k1 (1 - b + b D / avgdl))`` to a
+row, which is less than its bound ``idf (k1 + 1)`` for every ``tf`` and ``D``. Words are taken
+rarest first into the *essential* set ``E``; the others, ``F``, have a bound sum ``rest``.
+
+1. Every row holding a word of ``E`` and passing the filter is a candidate; its partial score
+   over ``E`` is exact. Let ``θ`` be the ``k``-th best partial score. While fewer than ``k``
+   candidates exist or ``θ < rest``, the next rarest word moves into ``E``.
+2. Candidates are then scored exactly (their ``F`` words counted) in decreasing order of their
+   bound ``partial + rest``, until the next bound is at most the ``k``-th exact score.
+
+Exactness (ties aside): a row holding only ``F`` words scores less than ``rest <= θ``, and ``k``
+filtered candidates score at least ``θ`` (a partial score is a lower bound); a candidate left
+unscored in step 2 scores less than its bound, which is at most the ``k``-th exact score. Either
+way ``k`` rows beat it. Every statement runs in one read transaction, so the statistics, the
+postings and the rows are one snapshot, as FTS5's ``bm25()`` sees within a statement.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from workers.memory.stores.sqlite.sql import match_expression
+
+__all__ = ("Statistics", "prepare_topk", "read_statistics", "top_k")
+
+K1 = 1.2
+B = 0.75
+"""FTS5's ``bm25()`` constants."""
+
+_BATCH = 256
+"""Candidates scored exactly at a time in step 2."""
+
+
+def prepare_topk(connection: sqlite3.Connection) -> None:
+    """Create the per-connection TEMP tables top-k reads postings and re-tokenizes rows with."""
+    connection.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_fts_instance "
+        "USING fts5vocab(main, memory_fts, 'instance')"
+    )
+    connection.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.candidate_text "
+        "USING fts5(key, summary, body, content='', tokenize='porter unicode61')"
+    )
+    connection.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.candidate_terms "
+        "USING fts5vocab(temp, candidate_text, 'instance')"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """BM25's statistics as FTS5 computes them, read in the search's snapshot."""
+
+    documents: int
+    """``N``: rows in the index."""
+    average: float
+    """``avgdl``: tokens per row."""
+    frequency: dict[str, int]
+    """Rows holding each term (0 for terms the index does not hold)."""
+
+    def idf(self, term: str) -> float:
+        """FTS5's IDF: ``log((N - n + 0.5) / (n + 0.5))``, 1e-6 where that is not positive."""
+        containing = self.frequency[term]
+        value = math.log((self.documents - containing + 0.5) / (containing + 0.5))
+        return value if value > 0.0 else 1e-6
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's big-endian varints (FTS5's record format) in ``blob``."""
+    values = []
+    position = 0
+    while position < len(blob):
+        value = 0
+        for index in range(9):
+            byte = blob[position]
+            position += 1
+            if index == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def read_statistics(connection: sqlite3.Connection, terms: Sequence[str]) -> Statistics | None:
+    """``N``, ``avgdl`` and the terms' frequencies, or ``None`` while the index is empty."""
+    row = connection.execute("SELECT block FROM memory_fts_data WHERE id = 1").fetchone()
+    counts = _varints(bytes(row[0])) if row is not None else []
+    if not counts or counts[0] <= 0:
+        return None
+    documents = counts[0]
+    frequency = dict.fromkeys(terms, 0)
+    marks = ", ".join("?" * len(terms))
+    frequency.update(
+        connection.execute(
+            f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", list(terms)
+        ).fetchall()
+    )
+    return Statistics(documents, sum(counts[1:]) / documents, frequency)
+
+
+def term_score(idf: float, tf: int, length: int, average: float) -> float:
+    """One term's BM25 contribution, in the order of operations of FTS5's ``bm25()``."""
+    return idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / average)))
+
+
+def top_k(
+    connection: sqlite3.Connection,
+    words: Sequence[str],
+    terms: Sequence[str],
+    statistics: Statistics,
+    limit: int,
+    keep: Callable[[list[int]], list[int]],
+) -> list[tuple[int, float]]:
+    """The exact BM25 top ``limit`` over every row holding any of ``terms`` that ``keep``
+    keeps: ``(rowid, score)`` best first, ties by rowid. Scores are FTS5's ``-bm25()``.
+
+    Args:
+        connection: Inside a read transaction (one snapshot for every statement).
+        words: The query's words, in query order.
+        terms: Their index terms (what FTS5's tokenizer makes of each word), one per word.
+        statistics: From :func:`read_statistics` in the same transaction.
+        limit: ``k``.
+        keep: The filter: of the given rowids, those whose records the search may return.
+    """
+    idf = {term: statistics.idf(term) for term in terms}
+    # A term two query words stem to is two FTS5 phrases: it counts once per word.
+    bound = {term: terms.count(term) * idf[term] * (K1 + 1.0) for term in idf}
+    order = sorted(
+        (term for term in idf if statistics.frequency[term]),
+        key=lambda term: (statistics.frequency[term], term),
+    )
+    counts: dict[int, dict[str, int]] = {}
+    """Term frequencies of every filtered candidate, for the terms counted so far."""
+    lengths: dict[int, int] = {}
+    partial: dict[int, float] = {}
+    seen: set[int] = set()
+    essential = 0
+    while essential < len(order):
+        term = order[essential]
+        essential += 1
+        postings = connection.execute(
+            "SELECT doc, count(*) FROM temp.memory_fts_instance WHERE term = ? GROUP BY doc",
+            (term,),
+        ).fetchall()
+        new = [doc for doc, _ in postings if doc not in seen]
+        seen.update(new)
+        kept = keep(new) if new else []
+        lengths.update(_lengths(connection, kept))
+        for doc in kept:
+            counts[doc] = {}
+            partial[doc] = 0.0
+        weight = idf[term] * terms.count(term)
+        for doc, tf in postings:
+            if doc in counts:
+                counts[doc][term] = tf
+                partial[doc] += term_score(weight, tf, lengths[doc], statistics.average)
+        rest = sum(bound[other] for other in order[essential:])
+        if len(partial) >= limit and heapq.nlargest(limit, partial.values())[-1] >= rest:
+            break
+    frequent = order[essential:]
+    # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match the words.
+    spelled = [word for word, term in zip(words, terms, strict=True) if term in frequent]
+    ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
+    scored: list[int] = ranked
+    if frequent:
+        rest = sum(bound[term] for term in frequent)
+        best: list[float] = []  # a min-heap of the best `limit` exact scores so far
+        scored = []
+        for start in range(0, len(ranked), _BATCH):
+            if len(best) >= limit and partial[ranked[start]] + rest <= best[0]:
+                break
+            batch = ranked[start : start + _BATCH]
+            _count_again(connection, batch, frequent, spelled, counts)
+            scored += batch
+            for doc in batch:
+                score = _score(counts[doc], terms, idf, lengths[doc], statistics.average)
+                if len(best) < limit:
+                    heapq.heappush(best, score)
+                elif score > best[0]:
+                    heapq.heapreplace(best, score)
+    final = [
+        (doc, _score(counts[doc], terms, idf, lengths[doc], statistics.average)) for doc in scored
+    ]
+    final.sort(key=lambda pair: (-pair[1], pair[0]))
+    return final[:limit]
+
+
+def _score(
+    counts: dict[str, int],
+    terms: Sequence[str],
+    idf: dict[str, float],
+    length: int,
+    average: float,
+) -> float:
+    """A row's score, summed in query order as FTS5 sums its phrases."""
+    score = 0.0
+    for term in terms:
+        tf = counts.get(term, 0)
+        if tf:
+            score += term_score(idf[term], tf, length, average)
+    return score
+
+
+def _lengths(connection: sqlite3.Connection, docs: list[int]) -> list[tuple[int, int]]:
+    """Each row's length in tokens (all columns), from FTS5's ``docsize`` table."""
+    if not docs:
+        return []
+    rows = connection.execute(
+        "SELECT d.id, d.sz FROM json_each(?) j CROSS JOIN memory_fts_docsize d ON d.id = j.value",
+        (json.dumps(docs),),
+    ).fetchall()
+    return [(doc, sum(_varints(bytes(size)))) for doc, size in rows]
+
+
+def _count_again(
+    connection: sqlite3.Connection,
+    docs: list[int],
+    terms: Sequence[str],
+    words: Sequence[str],
+    counts: dict[int, dict[str, int]],
+) -> None:
+    """Count ``terms`` (the terms of ``words``) in ``docs``: FTS5 finds the few rows that
+    hold any of them (a seek per row), and only those are tokenized again with the index's
+    tokenizer (reading a frequent term's postings would cost its whole doclist)."""
+    holding = [
+        doc
+        for (doc,) in connection.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? "
+            "AND rowid IN (SELECT value FROM json_each(?))",
+            (match_expression(words), json.dumps(docs)),
+        )
+    ]
+    if not holding:
+        return
+    # A contentless table: 'delete-all' empties it at once.
+    connection.execute("INSERT INTO temp.candidate_text(candidate_text) VALUES ('delete-all')")
+    connection.execute(
+        "INSERT INTO temp.candidate_text(rowid, key, summary, body) "
+        "SELECT f.rowid, f.key, f.summary, f.body FROM json_each(?) j "
+        "CROSS JOIN main.memory_fts f ON f.rowid = j.value",
+        (json.dumps(holding),),
+    )
+    marks = ", ".join("?" * len(terms))
+    for term, doc, tf in connection.execute(
+        f"SELECT term, doc, count(*) FROM temp.candidate_terms WHERE term IN ({marks}) "
+        "GROUP BY term, doc",
+        list(terms),
+    ):
+        counts[doc][term] = tf
