@@ -138,6 +138,7 @@ def keyword_search(
             }
             hits = [(found[doc], score) for doc, score in best if doc in found]
             hits.sort(key=lambda hit: (-hit[1], hit[0][0]))
+            del hits[limit:]
         else:
             hits = [
                 (row[:-1], float(row[-1]))

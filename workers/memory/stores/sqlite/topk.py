@@ -179,31 +179,60 @@ def top_k(
         if len(partial) >= limit and heapq.nlargest(limit, partial.values())[-1] >= rest:
             break
     frequent = order[essential:]
-    # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match the words.
-    spelled = [word for word, term in zip(words, terms, strict=True) if term in frequent]
     ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
-    scored: list[int] = ranked
-    if frequent:
-        rest = sum(bound[term] for term in frequent)
-        best: list[float] = []  # a min-heap of the best `limit` exact scores so far
-        scored = []
-        for start in range(0, len(ranked), _BATCH):
-            if len(best) >= limit and partial[ranked[start]] + rest <= best[0]:
-                break
-            batch = ranked[start : start + _BATCH]
-            _count_again(connection, batch, frequent, spelled, counts)
-            scored += batch
-            for doc in batch:
-                score = _score(counts[doc], terms, idf, lengths[doc], statistics.average)
-                if len(best) < limit:
-                    heapq.heappush(best, score)
-                elif score > best[0]:
-                    heapq.heapreplace(best, score)
-    final = [
-        (doc, _score(counts[doc], terms, idf, lengths[doc], statistics.average)) for doc in scored
-    ]
+    if not frequent:
+        return _best(ranked, counts, terms, idf, lengths, statistics.average, limit)
+    # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match the words.
+    spelled = {term: word for word, term in zip(words, terms, strict=True)}
+    # The candidates holding a frequent word, in one AND query (FTS5 seeks the frequent
+    # doclists from the rare ones'); every other candidate's partial score is its score.
+    holding = {
+        doc
+        for (doc,) in connection.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?",
+            (
+                f"({match_expression([spelled[term] for term in frequent])}) AND "
+                f"({match_expression([spelled[term] for term in order[:essential]])})",
+            ),
+        )
+    }
+    scored = [doc for doc in ranked if doc not in holding]
+    best = heapq.nlargest(limit, (partial[doc] for doc in scored))
+    heapq.heapify(best)  # a min-heap of the best `limit` exact scores so far
+    rest = sum(bound[term] for term in frequent)
+    pending = [doc for doc in ranked if doc in holding]
+    for start in range(0, len(pending), _BATCH):
+        if len(best) >= limit and partial[pending[start]] + rest <= best[0]:
+            break
+        batch = pending[start : start + _BATCH]
+        _count_again(connection, batch, frequent, counts)
+        scored += batch
+        for doc in batch:
+            score = _score(counts[doc], terms, idf, lengths[doc], statistics.average)
+            if len(best) < limit:
+                heapq.heappush(best, score)
+            elif score > best[0]:
+                heapq.heapreplace(best, score)
+    return _best(scored, counts, terms, idf, lengths, statistics.average, limit)
+
+
+def _best(
+    docs: list[int],
+    counts: dict[int, dict[str, int]],
+    terms: Sequence[str],
+    idf: dict[str, float],
+    lengths: dict[int, int],
+    average: float,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """The best ``limit`` of ``docs`` by exact score, best first, and any tied with the last
+    (the caller breaks ties by record id, as FTS5's ranking query does)."""
+    final = [(doc, _score(counts[doc], terms, idf, lengths[doc], average)) for doc in docs]
     final.sort(key=lambda pair: (-pair[1], pair[0]))
-    return final[:limit]
+    cut = min(limit, len(final))
+    while 0 < cut < len(final) and final[cut][1] == final[cut - 1][1]:
+        cut += 1
+    return final[:cut]
 
 
 def _score(
@@ -237,29 +266,17 @@ def _count_again(
     connection: sqlite3.Connection,
     docs: list[int],
     terms: Sequence[str],
-    words: Sequence[str],
     counts: dict[int, dict[str, int]],
 ) -> None:
-    """Count ``terms`` (the terms of ``words``) in ``docs``: FTS5 finds the few rows that
-    hold any of them (a seek per row), and only those are tokenized again with the index's
+    """Count ``terms`` in ``docs`` by tokenizing their indexed text again with the index's
     tokenizer (reading a frequent term's postings would cost its whole doclist)."""
-    holding = [
-        doc
-        for (doc,) in connection.execute(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? "
-            "AND rowid IN (SELECT value FROM json_each(?))",
-            (match_expression(words), json.dumps(docs)),
-        )
-    ]
-    if not holding:
-        return
     # A contentless table: 'delete-all' empties it at once.
     connection.execute("INSERT INTO temp.candidate_text(candidate_text) VALUES ('delete-all')")
     connection.execute(
         "INSERT INTO temp.candidate_text(rowid, key, summary, body) "
         "SELECT f.rowid, f.key, f.summary, f.body FROM json_each(?) j "
         "CROSS JOIN main.memory_fts f ON f.rowid = j.value",
-        (json.dumps(holding),),
+        (json.dumps(docs),),
     )
     marks = ", ".join("?" * len(terms))
     for term, doc, tf in connection.execute(
