@@ -15,17 +15,23 @@ FTS5's own statistics, from what the index stores:
 row, which is less than its bound ``idf (k1 + 1)`` for every ``tf`` and ``D``. Words are taken
 rarest first into the *essential* set ``E``; the others, ``F``, have a bound sum ``rest``.
 
-1. Every row holding a word of ``E`` and passing the filter is a candidate; its partial score
-   over ``E`` is exact. Let ``θ`` be the ``k``-th best partial score. While fewer than ``k``
-   candidates exist or ``θ < rest``, the next rarest word moves into ``E``.
-2. Candidates are then scored exactly (their ``F`` words counted) in decreasing order of their
-   bound ``partial + rest``, until the next bound is at most the ``k``-th exact score.
+1. Every row holding a word of ``E`` is a candidate; its partial score over ``E`` is exact. Let
+   ``θ`` be the ``k``-th best partial score among the candidates the filter keeps (the filter is
+   asked about candidates best first, only until ``k`` pass). While fewer than ``k`` pass or
+   ``θ < rest``, the next rarest word moves into ``E``.
+2. One FTS5 query (``F`` AND ``E``) names the candidates holding a word of ``F``; the others'
+   partial score is their score. Candidates are then taken best partial first, filtered, and
+   those holding a word of ``F`` are counted again (tokenized with the index's tokenizer) while
+   their bound ``partial + rest`` reaches the ``k``-th exact score so far; the scan stops when
+   the next candidate's bound falls below it.
 
 Exactness (ties aside): a row holding only ``F`` words scores less than ``rest <= θ``, and ``k``
 filtered candidates score at least ``θ`` (a partial score is a lower bound); a candidate left
-unscored in step 2 scores less than its bound, which is at most the ``k``-th exact score. Either
-way ``k`` rows beat it. Every statement runs in one read transaction, so the statistics, the
-postings and the rows are one snapshot, as FTS5's ``bm25()`` sees within a statement.
+unscored in step 2 scores less than its bound, which is below the ``k``-th exact score (which
+only grows). Either way ``k`` filtered rows beat it. Candidates tied with the ``k``-th are all
+returned, so the caller can break ties by record id as FTS5's ranking query does. Every
+statement runs in one read transaction, so the statistics, the postings and the rows are one
+snapshot, as FTS5's ``bm25()`` sees within one statement.
 """
 
 from __future__ import annotations
@@ -150,11 +156,11 @@ def top_k(
         (term for term in idf if statistics.frequency[term]),
         key=lambda term: (statistics.frequency[term], term),
     )
+    allowed = _Filter(keep)
     counts: dict[int, dict[str, int]] = {}
-    """Term frequencies of every filtered candidate, for the terms counted so far."""
+    """Term frequencies of every candidate, for the terms counted so far."""
     lengths: dict[int, int] = {}
     partial: dict[int, float] = {}
-    seen: set[int] = set()
     essential = 0
     while essential < len(order):
         term = order[essential]
@@ -163,57 +169,91 @@ def top_k(
             "SELECT doc, count(*) FROM temp.memory_fts_instance WHERE term = ? GROUP BY doc",
             (term,),
         ).fetchall()
-        new = [doc for doc, _ in postings if doc not in seen]
-        seen.update(new)
-        kept = keep(new) if new else []
-        lengths.update(_lengths(connection, kept))
-        for doc in kept:
+        new = [doc for doc, _ in postings if doc not in counts]
+        lengths.update(_lengths(connection, new))
+        for doc in new:
             counts[doc] = {}
             partial[doc] = 0.0
         weight = idf[term] * terms.count(term)
         for doc, tf in postings:
-            if doc in counts:
-                counts[doc][term] = tf
-                partial[doc] += term_score(weight, tf, lengths[doc], statistics.average)
+            counts[doc][term] = tf
+            partial[doc] += term_score(weight, tf, lengths[doc], statistics.average)
         rest = sum(bound[other] for other in order[essential:])
-        if len(partial) >= limit and heapq.nlargest(limit, partial.values())[-1] >= rest:
+        if rest == 0.0:
+            break
+        threshold = allowed.kth(partial, limit)
+        if threshold is not None and threshold >= rest:
             break
     frequent = order[essential:]
-    ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
-    if not frequent:
-        return _best(ranked, counts, terms, idf, lengths, statistics.average, limit)
-    # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match the words.
-    spelled = {term: word for word, term in zip(words, terms, strict=True)}
-    # The candidates holding a frequent word, in one AND query (FTS5 seeks the frequent
-    # doclists from the rare ones'); every other candidate's partial score is its score.
-    holding = {
-        doc
-        for (doc,) in connection.execute(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?",
-            (
-                f"({match_expression([spelled[term] for term in frequent])}) AND "
-                f"({match_expression([spelled[term] for term in order[:essential]])})",
-            ),
-        )
-    }
-    scored = [doc for doc in ranked if doc not in holding]
-    best = heapq.nlargest(limit, (partial[doc] for doc in scored))
-    heapq.heapify(best)  # a min-heap of the best `limit` exact scores so far
     rest = sum(bound[term] for term in frequent)
-    pending = [doc for doc in ranked if doc in holding]
-    for start in range(0, len(pending), _BATCH):
-        if len(best) >= limit and partial[pending[start]] + rest <= best[0]:
+    holding: set[int] = set()
+    if frequent:
+        # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match words.
+        spelled = {term: word for word, term in zip(words, terms, strict=True)}
+        # The candidates holding a frequent word, in one AND query (FTS5 seeks the frequent
+        # doclists from the rare ones'); every other candidate's partial score is its score.
+        holding = {
+            doc
+            for (doc,) in connection.execute(
+                "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?",
+                (
+                    f"({match_expression([spelled[term] for term in frequent])}) AND "
+                    f"({match_expression([spelled[term] for term in order[:essential]])})",
+                ),
+            )
+        }
+    ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
+    best: list[float] = []  # a min-heap of the best `limit` exact scores so far
+    scored: list[int] = []
+    step = 2 * limit + 16
+    for start in range(0, len(ranked), step):
+        # Strictly below: a candidate tied with the k-th is kept (ties go by record id).
+        if len(best) >= limit and partial[ranked[start]] + rest < best[0]:
             break
-        batch = pending[start : start + _BATCH]
-        _count_again(connection, batch, frequent, counts)
-        scored += batch
-        for doc in batch:
+        passing = allowed.passing(ranked[start : start + step])
+        floor = best[0] if len(best) >= limit else -math.inf
+        recount = [doc for doc in passing if doc in holding and partial[doc] + rest >= floor]
+        if recount:
+            _count_again(connection, recount, frequent, counts)
+        for doc in passing:
+            if doc in holding and partial[doc] + rest < floor:
+                continue  # it cannot reach the k-th score
             score = _score(counts[doc], terms, idf, lengths[doc], statistics.average)
+            scored.append(doc)
             if len(best) < limit:
                 heapq.heappush(best, score)
             elif score > best[0]:
                 heapq.heapreplace(best, score)
     return _best(scored, counts, terms, idf, lengths, statistics.average, limit)
+
+
+class _Filter:
+    """The filter, asked only about the candidates that matter, each at most once."""
+
+    def __init__(self, keep: Callable[[list[int]], list[int]]) -> None:
+        self._keep = keep
+        self._known: dict[int, bool] = {}
+
+    def passing(self, docs: list[int]) -> list[int]:
+        """Those of ``docs`` the filter keeps, in order."""
+        unknown = [doc for doc in docs if doc not in self._known]
+        if unknown:
+            kept = set(self._keep(unknown))
+            self._known.update((doc, doc in kept) for doc in unknown)
+        return [doc for doc in docs if self._known[doc]]
+
+    def kth(self, partial: dict[int, float], limit: int) -> float | None:
+        """The ``limit``-th best partial score among the candidates the filter keeps (a lower
+        bound of the ``limit``-th best score), or ``None`` while fewer pass."""
+        ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
+        step = 2 * limit + 16
+        kept = 0
+        for start in range(0, len(ranked), step):
+            for doc in self.passing(ranked[start : start + step]):
+                kept += 1
+                if kept == limit:
+                    return partial[doc]
+        return None
 
 
 def _best(
