@@ -15,7 +15,10 @@ import pytest
 from ditto import Ditto, create_ditto
 from tests.workers.memory.conftest import TickingClock
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.retrieval.keyword import bm25
+from workers.memory.retrieval.keyword import bm25, calibrated
+from workers.memory.stores.sqlite.search import KeywordPlanner
+from workers.memory.stores.sqlite.sql import connect
+from workers.memory.stores.sqlite.topk import read_statistics, top_k
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +123,47 @@ async def test_the_filter_applies_before_the_limit(runtime: Ditto) -> None:
         got = await search(runtime, query, filter={"namespace": "mine"})
         assert {id for id, _ in got} <= mine
         assert_same_ranking(got, reference(query, texts, among=mine))
+
+
+async def test_pruning_alone_finds_the_exact_top_k(runtime: Ditto, tmp_path: Path) -> None:
+    """``topk.top_k`` made to prune every query (a small store would rather let FTS5 rank):
+    the same records and scores as the reference, with and without a filter."""
+    generator = random.Random(17)
+    weights = [1 / (rank + 1) ** 1.3 for rank in range(len(VOCABULARY))]
+    records = [
+        {
+            "content": " ".join(generator.choices(VOCABULARY, weights, k=generator.randint(2, 16))),
+            "namespace": "mine" if n % 3 == 0 else "theirs",
+        }
+        for n in range(1_500)
+    ]
+    ids = await write(runtime, records)
+    texts = {id: record["content"] for id, record in zip(ids, records, strict=True)}
+    mine = {id for id, record in zip(ids, records, strict=True) if record["namespace"] == "mine"}
+    connection = connect(str(tmp_path / "memory.sqlite"))
+    planner = KeywordPlanner(connection)
+    rows = dict(connection.execute("SELECT seq, id FROM memories").fetchall())
+    queries = [" ".join(generator.sample(VOCABULARY, generator.randint(1, 5))) for _ in range(40)]
+    try:
+        for query in queries:
+            words = query.split()
+            terms = [term for (term,) in planner.terms(words)]
+            connection.execute("BEGIN")
+            statistics = read_statistics(connection, terms)
+            assert statistics is not None
+            ideal = sum(statistics.idf(term) for term in terms)
+            for among in (None, mine):
+
+                def keep(docs: list[int], among: set[str] | None = among) -> list[int]:
+                    return [doc for doc in docs if among is None or rows[doc] in among]
+
+                best = top_k(connection, words, terms, statistics, 10, keep, pays=1.0)
+                assert best is not None
+                got = sorted(
+                    ((rows[doc], calibrated(score, ideal)) for doc, score in best),
+                    key=lambda pair: (-pair[1], pair[0]),
+                )[:10]
+                assert_same_ranking(got, reference(query, texts, among=among))
+            connection.execute("COMMIT")
+    finally:
+        connection.close()

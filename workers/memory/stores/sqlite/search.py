@@ -6,9 +6,10 @@ index holds. ``topk`` then finds the exact top-k with MaxScore pruning, applying
 candidates before the limit. Scores are FTS5's ``-bm25()`` on the calibrated scale
 (``retrieval.keyword.calibrated``), as the PostgreSQL store reports them.
 
-A word FTS5 splits into several terms (unicode61 and the query splitter disagree on a few
-characters) is a phrase whose frequency only FTS5 counts: such a query is ranked by FTS5's own
-``bm25()`` over every match, joined to the filter before the limit (exact, slower, rare).
+FTS5's own ``ORDER BY bm25()`` over every match ranks the rest, exactly too: queries where
+pruning would read more than a third of the postings anyway (``topk.top_k`` says when; in small
+stores it is the faster plan), and queries with a word FTS5 splits into several terms (unicode61
+and the query splitter disagree on a few characters), a phrase whose frequency only FTS5 counts.
 """
 
 from __future__ import annotations
@@ -128,28 +129,60 @@ def keyword_search(
                 limit,
                 keep,
             )
-            found = {
-                row[-1]: row[:-1]
-                for row in connection.execute(
-                    f"SELECT {COLUMNS}, m.seq FROM json_each(?) j "
-                    "CROSS JOIN memories m ON m.seq = j.value",
-                    (json.dumps([doc for doc, _ in best]),),
-                )
-            }
-            hits = [(found[doc], score) for doc, score in best if doc in found]
-            hits.sort(key=lambda hit: (-hit[1], hit[0][0]))
-            del hits[limit:]
-        else:
-            hits = [
-                (row[:-1], float(row[-1]))
-                for row in connection.execute(
-                    f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
-                    "JOIN memories m ON m.seq = memory_fts.rowid "
-                    f"WHERE memory_fts MATCH ? AND {where} ORDER BY bm25(memory_fts), m.id LIMIT ?",
-                    [match_expression(words), *params, limit],
-                )
-            ]
+            if best is not None:
+                found = {
+                    row[-1]: row[:-1]
+                    for row in connection.execute(
+                        f"SELECT {COLUMNS}, m.seq FROM json_each(?) j "
+                        "CROSS JOIN memories m ON m.seq = j.value",
+                        (json.dumps([doc for doc, _ in best]),),
+                    )
+                }
+                hits = [(found[doc], score) for doc, score in best if doc in found]
+                hits.sort(key=lambda hit: (-hit[1], hit[0][0]))
+                del hits[limit:]
+                return [(row, calibrated(score, ideal)) for row, score in hits]
+        hits = _ranked_by_fts5(connection, match_expression(words), where, params, limit)
     finally:
         if owned:
             connection.execute("COMMIT")
     return [(row, calibrated(score, ideal)) for row, score in hits]
+
+
+_FILTER_OVERFETCH = 4
+_FILTER_SLACK = 20
+
+
+def _ranked_by_fts5(
+    connection: sqlite3.Connection,
+    expression: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+) -> list[tuple[tuple[Any, ...], float]]:
+    """FTS5's own exact ranking of every match, ``-bm25()`` scores.
+
+    A filter usually keeps most matches (the default one hides only inactive and expired
+    records), so FTS5 ranks ``4 × limit + 20`` and only those are joined and filtered; when
+    fewer than ``limit`` of a full window pass, the filter is joined before ranking instead
+    (exact for any filter, but it joins every match)."""
+    window = limit * _FILTER_OVERFETCH + _FILTER_SLACK
+    ranked = connection.execute(
+        f"SELECT {COLUMNS}, -f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
+        "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) f "
+        f"JOIN memories m ON m.seq = f.rowid WHERE {where} ORDER BY f.score, m.id LIMIT ?",
+        [expression, window, *params, limit],
+    ).fetchall()
+    if len(ranked) < limit:
+        (matches,) = connection.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?)",
+            [expression, window],
+        ).fetchone()
+        if matches >= window:
+            ranked = connection.execute(
+                f"SELECT {COLUMNS}, -bm25(memory_fts) FROM memory_fts "
+                "JOIN memories m ON m.seq = memory_fts.rowid "
+                f"WHERE memory_fts MATCH ? AND {where} ORDER BY bm25(memory_fts), m.id LIMIT ?",
+                [expression, *params, limit],
+            ).fetchall()
+    return [(row[:-1], float(row[-1])) for row in ranked]
