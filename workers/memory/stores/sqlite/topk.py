@@ -40,7 +40,7 @@ import heapq
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from workers.memory.stores.sqlite.sql import match_expression
@@ -213,12 +213,11 @@ def top_k(
     ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
     best: list[float] = []  # a min-heap of the best `limit` exact scores so far
     scored: list[int] = []
-    step = 2 * limit + 16
-    for start in range(0, len(ranked), step):
+    for start, end in _chunks(len(ranked), limit):
         # Strictly below: a candidate tied with the k-th is kept (ties go by record id).
         if len(best) >= limit and partial[ranked[start]] + rest < best[0]:
             break
-        passing = allowed.passing(ranked[start : start + step])
+        passing = allowed.passing(ranked[start:end])
         floor = best[0] if len(best) >= limit else -math.inf
         recount = [doc for doc in passing if doc in holding and partial[doc] + rest >= floor]
         if recount:
@@ -233,6 +232,16 @@ def top_k(
             elif score > best[0]:
                 heapq.heapreplace(best, score)
     return _best(scored, counts, terms, idf, lengths, statistics.average, limit)
+
+
+def _chunks(size: int, limit: int) -> Iterator[tuple[int, int]]:
+    """``[start, end)`` slices of ``range(size)``: a little more than ``limit`` first (most
+    searches stop there), then doubling, so a long scan costs few statements."""
+    start, step = 0, 2 * limit + 16
+    while start < size:
+        yield start, min(start + step, size)
+        start += step
+        step *= 2
 
 
 class _Filter:
@@ -254,10 +263,9 @@ class _Filter:
         """The ``limit``-th best partial score among the candidates the filter keeps (a lower
         bound of the ``limit``-th best score), or ``None`` while fewer pass."""
         ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
-        step = 2 * limit + 16
         kept = 0
-        for start in range(0, len(ranked), step):
-            for doc in self.passing(ranked[start : start + step]):
+        for start, end in _chunks(len(ranked), limit):
+            for doc in self.passing(ranked[start:end]):
                 kept += 1
                 if kept == limit:
                     return partial[doc]
