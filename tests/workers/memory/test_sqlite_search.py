@@ -137,9 +137,16 @@ async def test_pruning_alone_finds_the_exact_top_k(runtime: Ditto, tmp_path: Pat
         }
         for n in range(1_500)
     ]
+    # Long records too: a column of 128 tokens or more has a multi-byte size in FTS5's docsize.
+    records += [
+        {"content": " ".join(generator.choices(VOCABULARY, k=generator.randint(120, 400)))}
+        for _ in range(30)
+    ]
     ids = await write(runtime, records)
     texts = {id: record["content"] for id, record in zip(ids, records, strict=True)}
-    mine = {id for id, record in zip(ids, records, strict=True) if record["namespace"] == "mine"}
+    mine = {
+        id for id, record in zip(ids, records, strict=True) if record.get("namespace") == "mine"
+    }
     connection = connect(str(tmp_path / "memory.sqlite"))
     planner = KeywordPlanner(connection)
     rows = dict(connection.execute("SELECT seq, id FROM memories").fetchall())

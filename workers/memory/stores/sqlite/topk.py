@@ -315,7 +315,11 @@ def _lengths(connection: sqlite3.Connection, docs: list[int]) -> list[tuple[int,
         "SELECT d.id, d.sz FROM json_each(?) j CROSS JOIN memory_fts_docsize d ON d.id = j.value",
         (json.dumps(docs),),
     ).fetchall()
-    return [(doc, sum(_varints(bytes(size)))) for doc, size in rows]
+    # Column sizes under 128 tokens are one byte each (the common case): their sum is the length.
+    return [
+        (doc, sum(size) if max(size, default=0) < 0x80 else sum(_varints(bytes(size))))
+        for doc, size in rows
+    ]
 
 
 def _count_again(
