@@ -144,7 +144,8 @@ def keyword_search(
                 return [(row, calibrated(score, ideal)) for row, score in hits]
         hits = _ranked_by_fts5(connection, match_expression(words), where, params, limit)
     finally:
-        if owned:
+        # A read ends with COMMIT; an I/O error may already have rolled it back.
+        if owned and connection.in_transaction:
             connection.execute("COMMIT")
     return [(row, calibrated(score, ideal)) for row, score in hits]
 
