@@ -16,9 +16,10 @@ from ditto import Ditto, create_ditto
 from tests.workers.memory.conftest import TickingClock
 from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.retrieval.keyword import bm25, calibrated
+from workers.memory.stores.sqlite.bm25 import read_statistics
 from workers.memory.stores.sqlite.search import KeywordPlanner
 from workers.memory.stores.sqlite.sql import connect
-from workers.memory.stores.sqlite.topk import read_statistics, top_k
+from workers.memory.stores.sqlite.topk import top_k
 
 pytestmark = pytest.mark.anyio
 

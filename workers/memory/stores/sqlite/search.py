@@ -22,8 +22,9 @@ from typing import Any
 
 from workers.memory.model.contracts import MemoryFilter
 from workers.memory.retrieval.keyword import calibrated
+from workers.memory.stores.sqlite.bm25 import read_statistics
 from workers.memory.stores.sqlite.sql import COLUMNS, match_expression, where_clause
-from workers.memory.stores.sqlite.topk import prepare_topk, read_statistics, top_k
+from workers.memory.stores.sqlite.topk import prepare_topk, top_k
 
 __all__ = ("KeywordPlanner", "keyword_search", "prepare_connection")
 
@@ -45,7 +46,7 @@ def prepare_connection(connection: sqlite3.Connection) -> None:
 class KeywordPlanner:
     """Keyword searches on one connection (so one thread), with its query words' terms cached:
     tokenizing a word never changes. Statistics are never cached: exact BM25 needs the ones
-    of the search's own snapshot (``topk.read_statistics``)."""
+    of the search's own snapshot (``bm25.read_statistics``)."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         prepare_connection(connection)

@@ -15,19 +15,22 @@ FTS5's own statistics, from what the index stores:
 row, which is less than its bound ``idf (k1 + 1)`` for every ``tf`` and ``D``. Words are taken
 rarest first into the *essential* set ``E``; the others, ``F``, have a bound sum ``rest``.
 
-1. Every row holding a word of ``E`` is a candidate; its partial score over ``E`` is exact. Let
-   ``θ`` be the ``k``-th best partial score among the candidates the filter keeps (the filter is
-   asked about candidates best first, only until ``k`` pass). While fewer than ``k`` pass or
-   ``θ < rest``, the next rarest word moves into ``E``.
-2. One FTS5 query (``F`` AND ``E``) names the candidates holding a word of ``F``; the others'
-   partial score is their score. Candidates are then taken best partial first, filtered, and
-   those holding a word of ``F`` are counted again (tokenized with the index's tokenizer) while
-   their bound ``partial + rest`` reaches the ``k``-th exact score so far; the scan stops when
-   the next candidate's bound falls below it.
+1. Every row holding a word of ``E`` is a candidate. Its partial score over ``E`` is known
+   exactly once its length is read; until then it is bounded by its value at length 0 (a
+   contribution falls as the row grows), and lengths are read, best bound first, only for
+   candidates whose bound could still matter. Let ``θ`` be the ``k``-th best exact partial
+   score among the candidates the filter keeps (the filter is asked about candidates best
+   first, only until ``k`` pass). While fewer than ``k`` pass or ``θ < rest``, the next rarest
+   word moves into ``E``.
+2. One FTS5 query (``F`` AND ``E``) names the candidates holding a word of ``F``: a
+   candidate's bound is its partial score (or its bound), plus ``rest`` if it holds one. The
+   candidates are taken best bound first, filtered, measured, and those holding a word of ``F``
+   are counted again (tokenized with the index's tokenizer); the scan stops when the next
+   bound falls below the ``k``-th exact score so far.
 
 Exactness (ties aside): a row holding only ``F`` words scores less than ``rest <= θ``, and ``k``
 filtered candidates score at least ``θ`` (a partial score is a lower bound); a candidate left
-unscored in step 2 scores less than its bound, which is below the ``k``-th exact score (which
+unscored in step 2 scores at most its bound, which is below the ``k``-th exact score (which
 only grows). Either way ``k`` filtered rows beat it. Candidates tied with the ``k``-th are all
 returned, so the caller can break ties by record id as FTS5's ranking query does. Every
 statement runs in one read transaction, so the statistics, the postings and the rows are one
@@ -41,15 +44,11 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
+from workers.memory.stores.sqlite.bm25 import K1, Statistics, row_lengths, term_score
 from workers.memory.stores.sqlite.sql import match_expression
 
-__all__ = ("Statistics", "prepare_topk", "read_statistics", "top_k")
-
-K1 = 1.2
-B = 0.75
-"""FTS5's ``bm25()`` constants."""
+__all__ = ("prepare_topk", "top_k")
 
 
 def prepare_topk(connection: sqlite3.Connection) -> None:
@@ -66,65 +65,6 @@ def prepare_topk(connection: sqlite3.Connection) -> None:
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.candidate_terms "
         "USING fts5vocab(temp, candidate_text, 'instance')"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Statistics:
-    """BM25's statistics as FTS5 computes them, read in the search's snapshot."""
-
-    documents: int
-    """``N``: rows in the index."""
-    average: float
-    """``avgdl``: tokens per row."""
-    frequency: dict[str, int]
-    """Rows holding each term (0 for terms the index does not hold)."""
-
-    def idf(self, term: str) -> float:
-        """FTS5's IDF: ``log((N - n + 0.5) / (n + 0.5))``, 1e-6 where that is not positive."""
-        containing = self.frequency[term]
-        value = math.log((self.documents - containing + 0.5) / (containing + 0.5))
-        return value if value > 0.0 else 1e-6
-
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite's big-endian varints (FTS5's record format) in ``blob``."""
-    values = []
-    position = 0
-    while position < len(blob):
-        value = 0
-        for index in range(9):
-            byte = blob[position]
-            position += 1
-            if index == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if byte < 0x80:
-                break
-        values.append(value)
-    return values
-
-
-def read_statistics(connection: sqlite3.Connection, terms: Sequence[str]) -> Statistics | None:
-    """``N``, ``avgdl`` and the terms' frequencies, or ``None`` while the index is empty."""
-    row = connection.execute("SELECT block FROM memory_fts_data WHERE id = 1").fetchone()
-    counts = _varints(bytes(row[0])) if row is not None else []
-    if not counts or counts[0] <= 0:
-        return None
-    documents = counts[0]
-    frequency = dict.fromkeys(terms, 0)
-    marks = ", ".join("?" * len(terms))
-    frequency.update(
-        connection.execute(
-            f"SELECT term, doc FROM memory_fts_vocab WHERE term IN ({marks})", list(terms)
-        ).fetchall()
-    )
-    return Statistics(documents, sum(counts[1:]) / documents, frequency)
-
-
-def term_score(idf: float, tf: int, length: int, average: float) -> float:
-    """One term's BM25 contribution, in the order of operations of FTS5's ``bm25()``."""
-    return idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * length / average)))
 
 
 def top_k(
@@ -147,7 +87,7 @@ def top_k(
         connection: Inside a read transaction (one snapshot for every statement).
         words: The query's words, in query order.
         terms: Their index terms (what FTS5's tokenizer makes of each word), one per word.
-        statistics: From :func:`read_statistics` in the same transaction.
+        statistics: From ``bm25.read_statistics`` in the same transaction.
         limit: ``k``.
         keep: The filter: of the given rowids, those whose records the search may return.
         pays: The share of the query's postings worth reading here (1: always prune).
@@ -164,6 +104,21 @@ def top_k(
     """Term frequencies of every candidate, for the terms counted so far."""
     lengths: dict[int, int] = {}
     partial: dict[int, float] = {}
+    """Exact partial scores of the candidates whose length has been read."""
+    loose: dict[int, float] = {}
+    """Upper bounds of the others' partial scores (the contribution at length 0)."""
+    average = statistics.average
+
+    def measure(docs: list[int]) -> None:
+        """Read the lengths of ``docs`` and turn their loose bounds into exact partials."""
+        lengths.update(row_lengths(connection, docs))
+        for doc in docs:
+            del loose[doc]
+            partial[doc] = sum(
+                term_score(idf[term] * terms.count(term), tf, lengths[doc], average)
+                for term, tf in counts[doc].items()
+            )
+
     everything = sum(statistics.frequency[term] for term in order)
     read = 0
     essential = 0
@@ -173,65 +128,102 @@ def top_k(
         if essential and read > pays * everything:
             return None
         essential += 1
-        postings = connection.execute(
+        weight = idf[term] * terms.count(term)
+        for doc, tf in connection.execute(
             "SELECT doc, count(*) FROM temp.memory_fts_instance WHERE term = ? GROUP BY doc",
             (term,),
-        ).fetchall()
-        new = [doc for doc, _ in postings if doc not in counts]
-        lengths.update(_lengths(connection, new))
-        for doc in new:
-            counts[doc] = {}
-            partial[doc] = 0.0
-        weight = idf[term] * terms.count(term)
-        for doc, tf in postings:
-            counts[doc][term] = tf
-            partial[doc] += term_score(weight, tf, lengths[doc], statistics.average)
+        ):
+            counts.setdefault(doc, {})[term] = tf
+            if doc in partial:
+                partial[doc] += term_score(weight, tf, lengths[doc], average)
+            else:
+                loose[doc] = loose.get(doc, 0.0) + term_score(weight, tf, 0, average)
         rest = sum(bound[other] for other in order[essential:])
-        if rest == 0.0:
+        if _enough(allowed, partial, loose, measure, limit, rest):
             break
-        threshold = allowed.kth(partial, limit)
-        if threshold is not None and threshold >= rest:
-            break
-    frequent = order[essential:]
-    rest = sum(bound[term] for term in frequent)
-    holding: set[int] = set()
-    if frequent:
-        # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match words.
-        spelled = {term: word for word, term in zip(words, terms, strict=True)}
-        # The candidates holding a frequent word, in one AND query (FTS5 seeks the frequent
-        # doclists from the rare ones'); every other candidate's partial score is its score.
-        holding = {
-            doc
-            for (doc,) in connection.execute(
-                "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?",
-                (
-                    f"({match_expression([spelled[term] for term in frequent])}) AND "
-                    f"({match_expression([spelled[term] for term in order[:essential]])})",
-                ),
-            )
-        }
-    ranked = sorted(partial, key=lambda doc: (-partial[doc], doc))
+    rest = sum(bound[term] for term in order[essential:])
+    holding = _holding(connection, words, terms, order[:essential], order[essential:])
+
+    def ceiling(doc: int) -> float:
+        """An upper bound of the document's score."""
+        known = partial[doc] if doc in partial else loose[doc]
+        return known + rest if doc in holding else known
+
+    ranked = sorted(counts, key=lambda doc: (-ceiling(doc), doc))
     best: list[float] = []  # a min-heap of the best `limit` exact scores so far
     scored: list[int] = []
     for start, end in _chunks(len(ranked), limit):
         # Strictly below: a candidate tied with the k-th is kept (ties go by record id).
-        if len(best) >= limit and partial[ranked[start]] + rest < best[0]:
+        if len(best) >= limit and ceiling(ranked[start]) < best[0]:
             break
         passing = allowed.passing(ranked[start:end])
+        measure([doc for doc in passing if doc in loose])
         floor = best[0] if len(best) >= limit else -math.inf
-        recount = [doc for doc in passing if doc in holding and partial[doc] + rest >= floor]
+        reaching = [doc for doc in passing if ceiling(doc) >= floor]
+        recount = [doc for doc in reaching if doc in holding]
         if recount:
-            _count_again(connection, recount, frequent, counts)
-        for doc in passing:
-            if doc in holding and partial[doc] + rest < floor:
-                continue  # it cannot reach the k-th score
-            score = _score(counts[doc], terms, idf, lengths[doc], statistics.average)
+            _count_again(connection, recount, order[essential:], counts)
+        for doc in reaching:
+            score = _score(counts[doc], terms, idf, lengths[doc], average)
             scored.append(doc)
             if len(best) < limit:
                 heapq.heappush(best, score)
             elif score > best[0]:
                 heapq.heapreplace(best, score)
-    return _best(scored, counts, terms, idf, lengths, statistics.average, limit)
+    return _best(scored, counts, terms, idf, lengths, average, limit)
+
+
+def _enough(
+    allowed: _Filter,
+    partial: dict[int, float],
+    loose: dict[int, float],
+    measure: Callable[[list[int]], None],
+    limit: int,
+    rest: float,
+) -> bool:
+    """Whether ``limit`` filtered candidates are known to score at least ``rest`` (so no row
+    without an essential word can enter). Lengths are read only for the candidates whose loose
+    bound could still raise the ``limit``-th partial score, best bound first."""
+    if rest == 0.0:
+        return True
+    step = 2 * limit + 16
+    while True:
+        threshold = allowed.kth(partial, limit)
+        if threshold is not None and threshold >= rest:
+            return True
+        floor = -math.inf if threshold is None else threshold
+        promising = heapq.nlargest(
+            step, (doc for doc in loose if loose[doc] > floor), key=loose.__getitem__
+        )
+        if not promising:
+            return False
+        measure(promising)
+        step *= 2
+
+
+def _holding(
+    connection: sqlite3.Connection,
+    words: Sequence[str],
+    terms: Sequence[str],
+    essential: Sequence[str],
+    frequent: Sequence[str],
+) -> set[int]:
+    """The rows holding a frequent word and an essential one, in one AND query (FTS5 seeks the
+    frequent doclists from the rare ones'): every other candidate's partial score is its score."""
+    if not frequent:
+        return set()
+    # FTS5 stems a MATCH phrase again, and a stem is not always its own stem: match the words.
+    spelled = {term: word for word, term in zip(words, terms, strict=True)}
+    expression = (
+        f"({match_expression([spelled[term] for term in frequent])}) AND "
+        f"({match_expression([spelled[term] for term in essential])})"
+    )
+    return {
+        doc
+        for (doc,) in connection.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?", (expression,)
+        )
+    }
 
 
 def _chunks(size: int, limit: int) -> Iterator[tuple[int, int]]:
@@ -305,21 +297,6 @@ def _score(
         if tf:
             score += term_score(idf[term], tf, length, average)
     return score
-
-
-def _lengths(connection: sqlite3.Connection, docs: list[int]) -> list[tuple[int, int]]:
-    """Each row's length in tokens (all columns), from FTS5's ``docsize`` table."""
-    if not docs:
-        return []
-    rows = connection.execute(
-        "SELECT d.id, d.sz FROM json_each(?) j CROSS JOIN memory_fts_docsize d ON d.id = j.value",
-        (json.dumps(docs),),
-    ).fetchall()
-    # Column sizes under 128 tokens are one byte each (the common case): their sum is the length.
-    return [
-        (doc, sum(size) if max(size, default=0) < 0x80 else sum(_varints(bytes(size))))
-        for doc, size in rows
-    ]
 
 
 def _count_again(
