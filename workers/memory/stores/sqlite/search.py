@@ -143,7 +143,9 @@ def keyword_search(
                 hits.sort(key=lambda hit: (-hit[1], hit[0][0]))
                 del hits[limit:]
                 return [(row, calibrated(score, ideal)) for row, score in hits]
-        hits = _ranked_by_fts5(connection, match_expression(words), where, params, limit)
+        # A word the tokenizer makes nothing of matches nothing: it is left out of the MATCH.
+        indexed = [word for word, terms in zip(words, terms_of, strict=True) if terms]
+        hits = _ranked_by_fts5(connection, match_expression(indexed), where, params, limit)
     finally:
         # A read ends with COMMIT; an I/O error may already have rolled it back.
         if owned and connection.in_transaction:
