@@ -7,8 +7,8 @@
   history and vectors kept in sync in the same transaction, so a failure or a crash mid-batch
   leaves no partial batch.
 * **Schema** is versioned with ``PRAGMA user_version`` (``schema``); SQL is parameterised
-  (``sql``); keyword search is planned FTS5 BM25 (``search``); vectors are float32 blobs ranked
-  by the shared exact index (``vectors``).
+  (``sql``); keyword search is the exact FTS5 BM25 top-k (``search``, ``topk``); vectors are
+  float32 blobs ranked by the shared exact index (``vectors``).
 * **Failures** of the driver become coded store errors at one boundary (``errors``): a locked
   database is a retryable ``STORE_TIMEOUT``; a file that is not a database, damaged, read-only
   or a folder is ``STORE_CORRUPT``, ``STORE_READ_ONLY`` or ``STORE_UNAVAILABLE``.
@@ -54,7 +54,7 @@ from workers.memory.retrieval.vectors import VECTOR_THREAD, VectorIndex, Vectors
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sqlite import logs
 from workers.memory.stores.sqlite import vectors as sqlite_vectors
-from workers.memory.stores.sqlite.search import DEFAULT_BUDGET, keyword_search
+from workers.memory.stores.sqlite.search import keyword_search
 from workers.memory.stores.sqlite.sql import COLUMNS, order_clause, rows_for_ids, where_clause
 from workers.memory.stores.sqlite.threads import SqliteThreads
 from workers.memory.stores.sqlite.writes import (
@@ -94,8 +94,6 @@ class SqliteMemoryStore(
             survive the process.
         readers: Reader threads (and connections).
         clock: Source of timestamps (default: system clock, UTC).
-        search_budget: Postings one keyword search may rank by BM25 before frequent words are
-            left to the fill phase (see ``search``).
         busy_timeout_ms: How long a call waits for another process's write lock before it
             fails with a retryable ``STORE_TIMEOUT``.
         read_only: Open an existing store for reading only: nothing is created or migrated,
@@ -117,7 +115,6 @@ class SqliteMemoryStore(
         *,
         readers: int = 4,
         clock: Clock = utc_now,
-        search_budget: int = DEFAULT_BUDGET,
         busy_timeout_ms: int = 5000,
         read_only: bool = False,
         create_folder: bool = True,
@@ -137,7 +134,6 @@ class SqliteMemoryStore(
             raise InvalidInputError("busy_timeout_ms must not be negative")
         self.path = Path(text)
         self._clock = clock
-        self._budget = search_budget
         self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only, create_folder)
         self._index = VectorIndex()
 
@@ -221,7 +217,7 @@ class SqliteMemoryStore(
         }
 
     async def search(self, input: SearchInput, ctx: NodeContext | None = None) -> list[SearchHit]:
-        """Keyword search (strategy ``None`` or ``"keyword"``): planned FTS5 BM25, OR semantics,
+        """Keyword search (strategy ``None`` or ``"keyword"``): the exact BM25 top-k, OR semantics,
         filters before the limit, any text safe. Scores are BM25 on the calibrated scale
         (``search.keyword.calibrated``): in [0, 1], higher is better."""
         words, explain = keyword_request(input, "the SQLite store")
@@ -234,7 +230,7 @@ class SqliteMemoryStore(
     def _search(
         self, words: list[str], filter: MemoryFilter, limit: int, now: datetime
     ) -> list[SearchHit]:
-        hits = keyword_search(self._threads.planner(), words, filter, limit, self._budget, now)
+        hits = keyword_search(self._threads.planner(), words, filter, limit, now)
         return [SearchHit(row_to_item(row), score) for row, score in hits]
 
     # ----------------------------------------------------------------- writes
