@@ -5,7 +5,8 @@ Two sets, as the seed systems define them:
 
 * **PRX** — ``memory_store(key, value, category="core")``, ``memory_recall(query,
   max_results=20)``, ``memory_search(query, category=None, max_results=10)``,
-  ``memory_get(key)`` and ``memory_forget(key)``: durable knowledge by stable key.
+  ``memory_get(key)`` and ``memory_forget(key)``: durable knowledge by stable key; and
+  ``memory_why(query, key)``, which says why a search leaves a memory out.
 * **PAR** — ``remember_memory(content, summary=None, categories=None)``,
   ``recall_memory(query, limit=5)`` and ``search_history(query, limit=10)``: memories and
   conversation turns of the current session.
@@ -67,6 +68,11 @@ class SearchArguments(_Arguments, frozen=True):
 
 
 class KeyArguments(_Arguments, frozen=True):
+    key: Key
+
+
+class WhyArguments(_Arguments, frozen=True):
+    query: Annotated[Query, Meta(description="The search that should have found the memory.")]
     key: Key
 
 
@@ -141,6 +147,13 @@ PRX_TOOLS: tuple[ToolSpec, ...] = (
         "Delete one memory by its key. Forgetting a key nothing holds is not an error.",
         KeyArguments,
         effect="write",
+    ),
+    ToolSpec(
+        "memory_why",
+        "Explain why searching for a query does not return the memory under a key: expired, "
+        "replaced by a newer memory, contradicting a more trusted one, held for review, not "
+        "matching the query, or ranked below the results shown (with its rank).",
+        WhyArguments,
     ),
 )
 

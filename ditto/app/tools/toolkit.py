@@ -29,6 +29,7 @@ from ditto.app.tools.specs import (
     SessionSearchArguments,
     StoreArguments,
     ToolSpec,
+    WhyArguments,
     anthropic_tools,
     mcp_tools,
     openai_tools,
@@ -123,6 +124,7 @@ class MemoryToolkit:
             "memory_search": self._memory_search,
             "memory_get": self._memory_get,
             "memory_forget": self._memory_forget,
+            "memory_why": self._memory_why,
             "remember_memory": self._remember_memory,
             "recall_memory": self._recall_memory,
             "search_history": self._search_history,
@@ -295,6 +297,19 @@ class MemoryToolkit:
         return await self._search(
             arguments.query, arguments.limit, self._session(), min_score=self.min_relevance
         )
+
+    async def _memory_why(self, arguments: WhyArguments) -> Result:
+        request = {
+            "query": arguments.query,
+            "limit": 10,  # memory_search's default: the results the model saw
+            "filter": {"namespace": self.namespace},
+            "explain_miss": {"key": arguments.key},
+        }
+        output = await self._run("MEMORY.SEARCH", request)
+        if isinstance(output, dict):
+            return output
+        miss = output.miss
+        return {"key": arguments.key, "stage": miss.stage, "reason": miss.reason, "rank": miss.rank}
 
     async def _search_history(self, arguments: HistoryArguments) -> Result:
         narrowed = {"category": CONVERSATION, **self._session()}

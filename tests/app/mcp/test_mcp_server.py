@@ -35,6 +35,7 @@ TOOLS = {
     "memory_search",
     "memory_get",
     "memory_forget",
+    "memory_why",
     "remember_memory",
     "recall_memory",
     "search_history",

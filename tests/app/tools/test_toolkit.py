@@ -265,3 +265,15 @@ async def test_memory_store_tells_the_model_what_the_write_policy_did() -> None:
     assert moved["note"] == "Stored; it replaces an older memory, which is kept in history."
     assert secret["note"] == "Stored. Removed before storing: api_key."
     assert "Berlin" not in json.dumps(recalled)  # the superseded fact is not recalled
+
+
+async def test_memory_why_tells_the_model_what_kept_a_memory_out() -> None:
+    async with create_ditto(workers=[create_memory_worker(InProcessMemoryStore())]) as runtime:
+        tools = MemoryToolkit(runtime, families=["prx"])
+        await tools.call("memory_store", {"key": "style", "value": "prefers tabs for indentation"})
+        found = await tools.call("memory_why", {"query": "tabs", "key": "style"})
+        unmatched = await tools.call("memory_why", {"query": "spaces", "key": "style"})
+        absent = await tools.call("memory_why", {"query": "tabs", "key": "nothing"})
+    assert (found["stage"], found["rank"]) == ("returned", 1)
+    assert unmatched["stage"] == "not_a_candidate"
+    assert absent["stage"] == "not_found"

@@ -62,6 +62,7 @@ async def test_every_tool_on_a_closed_runtime_is_an_error_result() -> None:
         ("memory_search", {"query": "q"}),
         ("memory_get", {"key": "k"}),
         ("memory_forget", {"key": "k"}),
+        ("memory_why", {"query": "q", "key": "k"}),
         ("remember_memory", {"content": "c"}),
         ("recall_memory", {"query": "q"}),
         ("search_history", {"query": "q"}),

@@ -108,11 +108,7 @@ class WritePipeline:
         rules = WriteRules(ranks=self._ranks, default_trust=policy.default_trust)
         if self._plain and call is None:  # the common case, on every write: nothing to do
             for position, draft in enumerate(drafts):
-                if draft.trust is not None and draft.trust not in self._levels:
-                    raise MemoryStoreError(
-                        f"memories[{position}].trust must be one of: "
-                        f"{', '.join(policy.trust_levels)}"
-                    )
+                self._check_trust(position, draft)
             return PreparedWrite(list(drafts), rules, list(range(len(drafts))))
         overrides = (
             None if call is None else StageModes(call.safety, call.dedupe, call.contradiction)
@@ -125,13 +121,9 @@ class WritePipeline:
         """Position -> whether dedupe enforces (absent: off) for keyless drafts."""
         for position, draft in enumerate(drafts):
             changes: dict[str, Any] = {}
-            if draft.trust is None:
-                if policy.default_trust is not None:
-                    changes["trust"] = policy.default_trust
-            elif draft.trust not in self._levels:
-                raise MemoryStoreError(
-                    f"memories[{position}].trust must be one of: {', '.join(policy.trust_levels)}"
-                )
+            self._check_trust(position, draft)
+            if draft.trust is None and policy.default_trust is not None:
+                changes["trust"] = policy.default_trust
             if draft.ttl is None and draft.expires_at is None:
                 ttl = policy.category_ttl_s.get(draft.category)
                 if ttl is not None:
@@ -158,6 +150,13 @@ class WritePipeline:
         rules.observe = frozenset(place[p] for p in observe if p in place)
         rules.quarantined = frozenset(place[p] for p in quarantined if p in place)
         return prepared
+
+    def _check_trust(self, position: int, draft: MemoryDraft) -> None:
+        """Raises ``INVALID_INPUT`` for a trust level off the scale, naming the scale."""
+        if draft.trust is not None and draft.trust not in self._levels:
+            raise MemoryStoreError(
+                f"memories[{position}].trust must be one of: {', '.join(self.policy.trust_levels)}"
+            )
 
     async def _dedupe(
         self,
