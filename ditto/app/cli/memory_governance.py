@@ -57,7 +57,11 @@ def hygiene(
     table = Table(title=f"memory hygiene ({'dry run' if report.dry_run else 'applied'})")
     for column in ("action", "records", "ids"):
         table.add_column(column, overflow="fold")
-    for action, ids in (("archive", report.archived), ("purge", report.purged)):
+    for action, ids in (
+        ("archive", report.archived),
+        ("purge", report.purged),
+        ("delete expired", report.expired),
+    ):
         table.add_row(action, str(len(ids)), escape(_listed(ids)))
     if report.skipped:
         skipped = escape(_listed(report.skipped))
@@ -65,7 +69,8 @@ def hygiene(
     table.add_row("trim audit log", str(report.audit_purged), "")
     console.print(table)
     errors.print(
-        f"hygiene {verb} archive {len(report.archived)}, purge {len(report.purged)} records",
+        f"hygiene {verb} archive {len(report.archived)}, purge {len(report.purged)}, delete "
+        f"{len(report.expired)} expired records",
         highlight=False,
     )
 

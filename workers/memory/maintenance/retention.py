@@ -8,7 +8,8 @@ archived for ``purge_grace_days`` (so an archive is never undone by a purge seco
 someone has time to notice and revive it). A record is always archived before it can be purged
 — never in the same run — and pinned records are never touched. Custom categories (anything
 but ``core``, ``daily`` and ``conversation``) without a rule of their own follow ``daily``'s
-(PRX's rule).
+(PRX's rule). Expired records are deleted once they have been expired for ``purge_grace_days``
+(:mod:`~workers.memory.maintenance.expiry`).
 
 :func:`run_hygiene` plans everything from one snapshot and then applies it, so a dry run
 reports exactly what the real run at the same moment changes. A record edited or used between
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ditto.errors import ErrorCode, InvalidInputError
+from workers.memory.maintenance.expiry import delete_expired, expired_before
 from workers.memory.model.contracts import (
     DEFAULT_CATEGORY,
     ArchivedMode,
@@ -95,7 +97,8 @@ class RetentionPolicy:
     categories: Mapping[str, RetentionRule] = field(default_factory=dict)
     audit_days: float | None = None
     purge_grace_days: float = 1.0
-    """Days a record stays archived before a purge may delete it."""
+    """Days a record stays archived before a purge may delete it (and expired before hygiene
+    deletes it)."""
 
     def __post_init__(self) -> None:
         if DEFAULT_CATEGORY in self.categories:
@@ -127,6 +130,8 @@ class HygieneReport:
     audit_purged: int
     skipped: list[str] = field(default_factory=list)
     """Planned ids left alone because they changed (were edited, used or deleted) meanwhile."""
+    expired: list[str] = field(default_factory=list)
+    """Ids deleted because they expired more than ``purge_grace_days`` ago (any category)."""
 
 
 async def run_hygiene(
@@ -167,6 +172,7 @@ async def run_hygiene(
             due = await _scan(store, _due(category, "exclude", cutoff), policy)
             to_archive += due
             cutoffs.update((item.id, cutoff) for item in due)
+    to_expire = await expired_before(store, archived_before)
     audit_purged = 0
     if policy.audit_days is not None:
         audit_cutoff = now - timedelta(days=policy.audit_days)
@@ -186,12 +192,14 @@ async def run_hygiene(
             [item.id for item in to_archive],
             [item.id for item in to_purge],
             audit_purged,
+            expired=[item.id for item in to_expire],
         )
     skipped: list[str] = []
     guard = _StillDue(cutoffs, {item.id: item.version for item in to_purge}, archived_before)
     archived = await _archive(store, to_archive, guard, skipped, progress, total)
     purged = await _purge(store, to_purge, guard, skipped, progress, total, len(to_archive))
-    return HygieneReport(now, False, archived, purged, audit_purged, skipped)
+    expired, renewed = await delete_expired(store, to_expire, archived_before, _BATCH)
+    return HygieneReport(now, False, archived, purged, audit_purged, skipped + renewed, expired)
 
 
 CUSTOM = "*"

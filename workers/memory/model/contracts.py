@@ -274,6 +274,9 @@ class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
     """Only records valid at this moment: valid from it or earlier (``valid_from``, else
     ``created_at``), not yet invalid (``valid_to``) or expired then. Superseded records count
     (they were the truth then); contested and quarantined ones only when included."""
+    expires_before: Timestamp | None = None
+    """Only records that expire before this moment (include ``expired`` to see those that
+    already have: what hygiene sweeps)."""
 
 
 class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):

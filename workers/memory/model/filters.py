@@ -41,6 +41,10 @@ def matches_filter(item: MemoryItem, filter: MemoryFilter, now: datetime) -> boo
     then); the reference semantics that the SQL stores translate."""
     if not is_current(item, filter.include, now, filter.as_of):
         return False
+    if filter.expires_before is not None and (
+        item.expires_at is None or item.expires_at >= filter.expires_before
+    ):
+        return False
     if filter.namespace is not None and item.namespace != filter.namespace:
         return False
     if filter.category is not None and item.category != filter.category:

@@ -7,30 +7,31 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from workers.memory.model.contracts import Hidden
+from workers.memory.model.contracts import Hidden, MemoryFilter
 from workers.memory.model.records import to_micros
 
 __all__ = ("current_conditions",)
 
 
 def current_conditions(
-    include: Collection[Hidden],
-    now: datetime,
-    as_of: datetime | None,
-    mark: Callable[[Any], str],
+    filter: MemoryFilter, now: datetime, mark: Callable[[Any], str]
 ) -> list[str]:
-    """:func:`~workers.memory.model.filters.is_current` as SQL conditions over the alias ``m``.
+    """:func:`~workers.memory.model.filters.is_current` as SQL conditions over the alias ``m``,
+    and the filter's ``expires_before``.
 
     Args:
-        include: The hidden kinds the read includes.
+        filter: The read's filter (``include``, ``as_of``, ``expires_before``).
         now: When expiry is judged (unless ``as_of`` is given).
-        as_of: The moment records must have been valid at, if any.
         mark: Binds a value and returns its placeholder.
 
     Returns:
         Conditions to join with ``AND`` (none when the read includes everything).
     """
+    include: Collection[Hidden] = filter.include
+    as_of = filter.as_of
     parts: list[str] = []
+    if filter.expires_before is not None:
+        parts.append(f"m.expires_at < {mark(to_micros(filter.expires_before))}")
     statuses = ["active", *(kind for kind in include if kind != "expired")]
     if as_of is not None and "superseded" not in statuses:
         statuses.append("superseded")  # it was the truth during its validity

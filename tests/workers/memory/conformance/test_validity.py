@@ -192,3 +192,47 @@ async def test_a_second_active_record_under_a_key_is_refused(memory: MemoryHarne
     with pytest.raises(MemoryStoreError) as raised:
         await memory.store.restore([rival])
     assert raised.value.code == ErrorCode.CONFLICT
+
+
+async def test_expires_before_selects_what_expires_by_then(memory: MemoryHarness) -> None:
+    soon, later, never = await memory.write(
+        {"content": "soon", "ttl": 60}, {"content": "later", "ttl": 3600}, {"content": "never"}
+    )
+    cutoff = (memory.clock.now + timedelta(minutes=10)).isoformat()
+    page = await memory.ok("MEMORY.QUERY", {"filter": {"expires_before": cutoff}})
+    assert [item.id for item in page.items] == [soon.id]
+    assert never.expires_at is None
+    assert later.id not in {item.id for item in page.items}
+
+
+async def test_hygiene_deletes_what_stayed_expired_past_the_grace(memory: MemoryHarness) -> None:
+    from workers.memory import RetentionPolicy, run_hygiene
+
+    gone, renewed, pinned, fresh = await memory.write(
+        {"key": "gone", "content": "old note", "ttl": 60},
+        {"key": "renewed", "content": "renewed note", "ttl": 60},
+        {"key": "pinned", "content": "pinned note", "ttl": 60, "pinned": True},
+        {"key": "fresh", "content": "fresh note", "ttl": 86_400 * 3},
+    )
+    memory.clock.now += timedelta(days=2)  # a day past the one-day grace
+    policy = RetentionPolicy()
+    planned = await run_hygiene(memory.store, policy, dry_run=True, clock=memory.clock)
+    assert set(planned.expired) == {gone.id, renewed.id}
+    await memory.write({"key": "renewed", "content": "renewed note", "ttl": 600})
+    report = await run_hygiene(memory.store, policy, clock=memory.clock)
+    assert report.expired == [gone.id]  # the renewed one has a new expiry: not due
+    left = await memory.ok("MEMORY.QUERY", {"filter": {"include": ["expired"]}, "limit": 10})
+    assert {item.id for item in left.items} == {renewed.id, pinned.id, fresh.id}
+
+
+async def test_a_record_renewed_after_the_plan_is_not_deleted(memory: MemoryHarness) -> None:
+    from workers.memory.maintenance.expiry import delete_expired, expired_before
+
+    (note,) = await memory.write({"key": "note", "content": "a note", "ttl": 60})
+    memory.clock.now += timedelta(days=2)
+    moment = memory.clock.now - timedelta(days=1)
+    planned = await expired_before(memory.store, moment)
+    assert [item.id for item in planned] == [note.id]
+    await memory.write({"key": "note", "content": "a note", "ttl": 600})  # renewed meanwhile
+    deleted, left = await delete_expired(memory.store, planned, moment, 100)
+    assert (deleted, left) == ([], [note.id])

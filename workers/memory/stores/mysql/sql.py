@@ -163,7 +163,7 @@ def _tag_condition(tag: str, params: Params) -> str:
 def where_clause(filter: MemoryFilter, params: Params, now: datetime) -> str:
     """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m``, ``TRUE``
     when empty."""
-    parts = current_conditions(filter.include, now, filter.as_of, params.add)
+    parts = current_conditions(filter, now, params.add)
     for column, value in (
         ("m.`namespace`", filter.namespace),
         ("m.`category`", filter.category),

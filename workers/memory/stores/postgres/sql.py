@@ -100,7 +100,7 @@ class Params:
 def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetime) -> str:
     """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m`` of ``schema``
     (quoted), ``TRUE`` when empty."""
-    parts = current_conditions(filter.include, now, filter.as_of, params.add)
+    parts = current_conditions(filter, now, params.add)
     for column, value in (
         ("m.namespace", filter.namespace),
         ("m.category", filter.category),

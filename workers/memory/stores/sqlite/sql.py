@@ -90,7 +90,7 @@ def where_clause(filter: MemoryFilter, now: datetime) -> tuple[str, list[Any]]:
         params.append(value)
         return "?"
 
-    parts = current_conditions(filter.include, now, filter.as_of, mark)
+    parts = current_conditions(filter, now, mark)
     for column, value in (
         ("m.namespace", filter.namespace),
         ("m.category", filter.category),
