@@ -19,7 +19,7 @@ from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text, to_micros
 from workers.memory.retrieval.text import light_stem
 from workers.memory.retrieval.text import words as text_words
-from workers.memory.stores.conditions import current_conditions
+from workers.memory.stores.conditions import common_conditions
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -160,18 +160,14 @@ def _tag_condition(tag: str, params: Params) -> str:
     return f"JSON_CONTAINS(m.`tags`, JSON_ARRAY(CAST({params.add(tag)} AS CHAR)))"
 
 
+def _quoted(name: str) -> str:
+    return f"m.`{name}`"  # `key` is a reserved word in MySQL
+
+
 def where_clause(filter: MemoryFilter, params: Params, now: datetime) -> str:
     """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m``, ``TRUE``
     when empty."""
-    parts = current_conditions(filter, now, params.add)
-    for column, value in (
-        ("m.`namespace`", filter.namespace),
-        ("m.`category`", filter.category),
-        ("m.`key`", filter.key),
-        ("m.`source`", filter.source),
-    ):
-        if value is not None:
-            parts.append(f"{column} = {params.add(value)}")
+    parts = common_conditions(filter, now, params.add, _quoted)
     if filter.key_prefix is not None:
         prefix = filter.key_prefix
         parts.append(f"LEFT(m.`key`, {params.add(len(prefix))}) = {params.add(prefix)}")
@@ -183,16 +179,6 @@ def where_clause(filter: MemoryFilter, params: Params, now: datetime) -> str:
         parts.extend(_tag_condition(tag, params) for tag in tags)
     for name, expected in (filter.metadata or {}).items():
         parts.append(_metadata_equals(name, expected, params))
-    if filter.archived == "exclude":
-        parts.append("m.`archived_at` IS NULL")
-    elif filter.archived == "only":
-        parts.append("m.`archived_at` IS NOT NULL")
-    if filter.pinned is not None:
-        parts.append(f"m.`pinned` = {params.add(filter.pinned)}")
-    if filter.owner is not None:
-        parts.append(f"m.`owner` = {params.add(filter.owner)}")
-    if filter.visible_to is not None:
-        parts.append(f"(m.`visibility` = 'shared' OR m.`owner` = {params.add(filter.visible_to)})")
     if filter.inactive_before is not None:
         # Usage lives in its own table; a subquery keeps this usable where only `m` is joined.
         idle = to_micros(filter.inactive_before)
@@ -200,14 +186,6 @@ def where_clause(filter: MemoryFilter, params: Params, now: datetime) -> str:
             f"m.`updated_at` < {params.add(idle)} AND NOT EXISTS (SELECT 1 FROM memory_usage "
             f"used WHERE used.`id` = m.`id` AND used.`last_used_at` >= {params.add(idle)})"
         )
-    for column, bound, operator in (
-        ("m.`created_at`", filter.created_after, ">"),
-        ("m.`created_at`", filter.created_before, "<"),
-        ("m.`updated_at`", filter.updated_after, ">"),
-        ("m.`updated_at`", filter.updated_before, "<"),
-    ):
-        if bound is not None:
-            parts.append(f"{column} {operator} {params.add(to_micros(bound))}")
     return " AND ".join(parts) or "TRUE"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from ditto.errors import InvalidInputError
 from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.model.records import canonical_json, content_text, to_micros
-from workers.memory.stores.conditions import current_conditions
+from workers.memory.stores.conditions import common_conditions
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -100,15 +100,7 @@ class Params:
 def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetime) -> str:
     """``filter`` at ``now`` (expiry is judged then) as SQL over the alias ``m`` of ``schema``
     (quoted), ``TRUE`` when empty."""
-    parts = current_conditions(filter, now, params.add)
-    for column, value in (
-        ("m.namespace", filter.namespace),
-        ("m.category", filter.category),
-        ("m.key", filter.key),
-        ("m.source", filter.source),
-    ):
-        if value is not None:
-            parts.append(f"{column} = {params.add(value)}")
+    parts = common_conditions(filter, now, params.add)
     if filter.key_prefix is not None:
         parts.append(f"starts_with(m.key, {params.add(filter.key_prefix)})")
     if filter.tags_any is not None:
@@ -120,16 +112,6 @@ def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetim
         path = params.add(name)
         value = params.add(canonical_json(expected).decode())
         parts.append(f"(m.metadata::jsonb -> {path}::text) = {value}::jsonb")
-    if filter.archived == "exclude":
-        parts.append("m.archived_at IS NULL")
-    elif filter.archived == "only":
-        parts.append("m.archived_at IS NOT NULL")
-    if filter.pinned is not None:
-        parts.append(f"m.pinned = {params.add(filter.pinned)}")
-    if filter.owner is not None:
-        parts.append(f"m.owner = {params.add(filter.owner)}")
-    if filter.visible_to is not None:
-        parts.append(f"(m.visibility = 'shared' OR m.owner = {params.add(filter.visible_to)})")
     if filter.inactive_before is not None:
         # Usage lives in its own table; a subquery keeps this usable where only `m` is joined.
         idle = params.add(to_micros(filter.inactive_before))
@@ -137,14 +119,6 @@ def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetim
             f"m.updated_at < {idle} AND NOT EXISTS (SELECT 1 FROM {schema}.memory_usage used "
             f"WHERE used.id = m.id AND used.last_used_at >= {idle})"
         )
-    for column, bound, operator in (
-        ("m.created_at", filter.created_after, ">"),
-        ("m.created_at", filter.created_before, "<"),
-        ("m.updated_at", filter.updated_after, ">"),
-        ("m.updated_at", filter.updated_before, "<"),
-    ):
-        if bound is not None:
-            parts.append(f"{column} {operator} {params.add(to_micros(bound))}")
     return " AND ".join(parts) or "TRUE"
 
 

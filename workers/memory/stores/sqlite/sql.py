@@ -19,7 +19,7 @@ from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text, to_micros
 from workers.memory.retrieval.text import fts_phrase
-from workers.memory.stores.conditions import current_conditions
+from workers.memory.stores.conditions import common_conditions
 from workers.memory.stores.rows import (
     ROW_FIELDS,
     governance_values,
@@ -90,62 +90,29 @@ def where_clause(filter: MemoryFilter, now: datetime) -> tuple[str, list[Any]]:
         params.append(value)
         return "?"
 
-    parts = current_conditions(filter, now, mark)
-    for column, value in (
-        ("m.namespace", filter.namespace),
-        ("m.category", filter.category),
-        ("m.key", filter.key),
-        ("m.source", filter.source),
-    ):
-        if value is not None:
-            parts.append(f"{column} = ?")
-            params.append(value)
+    parts = common_conditions(filter, now, mark)
     if filter.key_prefix is not None:
         # substr is case-sensitive and counts characters, unlike LIKE.
-        parts.append("substr(m.key, 1, ?) = ?")
-        params.extend((len(filter.key_prefix), filter.key_prefix))
+        parts.append(
+            f"substr(m.key, 1, {mark(len(filter.key_prefix))}) = {mark(filter.key_prefix)}"
+        )
     if filter.tags_any is not None:
-        tags = sorted(set(filter.tags_any))
-        marks = ", ".join("?" * len(tags))
+        marks = ", ".join(mark(tag) for tag in sorted(set(filter.tags_any)))
         parts.append(f"EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN ({marks}))")
-        params.extend(tags)
     if filter.tags_all is not None:
         tags = sorted(set(filter.tags_all))
-        marks = ", ".join("?" * len(tags))
+        marks = ", ".join(mark(tag) for tag in tags)
         parts.append(
-            f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?"
+            f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = "
+            f"{mark(len(tags))}"
         )
-        params.extend((*tags, len(tags)))
     for name, expected in (filter.metadata or {}).items():
         clause, values = _metadata_equals(name, expected)
         parts.append(clause)
         params.extend(values)
-    if filter.archived == "exclude":
-        parts.append("m.archived_at IS NULL")
-    elif filter.archived == "only":
-        parts.append("m.archived_at IS NOT NULL")
-    if filter.pinned is not None:
-        parts.append("m.pinned = ?")
-        params.append(int(filter.pinned))
-    if filter.owner is not None:
-        parts.append("m.owner = ?")
-        params.append(filter.owner)
-    if filter.visible_to is not None:
-        parts.append("(m.visibility = 'shared' OR m.owner = ?)")
-        params.append(filter.visible_to)
     if filter.inactive_before is not None:
         idle = to_micros(filter.inactive_before)
-        parts.append("m.updated_at < ? AND coalesce(m.last_used_at, -1) < ?")
-        params.extend((idle, idle))
-    for column, bound, operator in (
-        ("m.created_at", filter.created_after, ">"),
-        ("m.created_at", filter.created_before, "<"),
-        ("m.updated_at", filter.updated_after, ">"),
-        ("m.updated_at", filter.updated_before, "<"),
-    ):
-        if bound is not None:
-            parts.append(f"{column} {operator} ?")
-            params.append(to_micros(bound))
+        parts.append(f"m.updated_at < {mark(idle)} AND coalesce(m.last_used_at, -1) < {mark(idle)}")
     return (" AND ".join(parts) or "1"), params
 
 
