@@ -5,14 +5,14 @@ store adds the parts its dialect spells its own way (key prefixes, tags, metadat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from workers.memory.model.contracts import Hidden, MemoryFilter
+from workers.memory.model.contracts import Hidden, MemoryFilter, OrderBy, OrderField
 from workers.memory.model.records import to_micros
 
-__all__ = ("common_conditions", "current_conditions")
+__all__ = ("common_conditions", "current_conditions", "keyset_order")
 
 
 def current_conditions(
@@ -99,3 +99,11 @@ def common_conditions(
         if bound is not None:
             parts.append(f"{column(name)} {operator} {mark(to_micros(bound))}")
     return parts
+
+
+def keyset_order(order: OrderBy, expressions: Mapping[OrderField, str]) -> tuple[str, str, str]:
+    """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``,
+    with the dialect's expression for each order field."""
+    direction = "DESC" if order.direction == "desc" else "ASC"
+    comparison = "<" if order.direction == "desc" else ">"
+    return expressions[order.field], direction, comparison

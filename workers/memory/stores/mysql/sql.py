@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy, OrderField
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text, to_micros
 from workers.memory.retrieval.text import light_stem
 from workers.memory.retrieval.text import words as text_words
-from workers.memory.stores.conditions import common_conditions
+from workers.memory.stores.conditions import common_conditions, keyset_order
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -189,7 +189,7 @@ def where_clause(filter: MemoryFilter, params: Params, now: datetime) -> str:
     return " AND ".join(parts) or "TRUE"
 
 
-_ORDER = {
+_ORDER: dict[OrderField, str] = {
     "created_at": "m.`created_at`",
     "updated_at": "m.`updated_at`",
     "usage_count": "COALESCE(u.`usage_count`, 0)",
@@ -199,6 +199,4 @@ _ORDER = {
 
 def order_clause(order: OrderBy) -> tuple[str, str, str]:
     """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``."""
-    direction = "DESC" if order.direction == "desc" else "ASC"
-    comparison = "<" if order.direction == "desc" else ">"
-    return _ORDER[order.field], direction, comparison
+    return keyset_order(order, _ORDER)

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from ditto.errors import InvalidInputError
-from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy, OrderField
 from workers.memory.model.records import canonical_json, content_text, to_micros
-from workers.memory.stores.conditions import common_conditions
+from workers.memory.stores.conditions import common_conditions, keyset_order
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -122,7 +122,7 @@ def where_clause(filter: MemoryFilter, params: Params, schema: str, now: datetim
     return " AND ".join(parts) or "TRUE"
 
 
-_ORDER = {
+_ORDER: dict[OrderField, str] = {
     "created_at": "m.created_at",
     "updated_at": "m.updated_at",
     "usage_count": "coalesce(u.usage_count, 0)",
@@ -132,6 +132,4 @@ _ORDER = {
 
 def order_clause(order: OrderBy) -> tuple[str, str, str]:
     """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``."""
-    direction = "DESC" if order.direction == "desc" else "ASC"
-    comparison = "<" if order.direction == "desc" else ">"
-    return _ORDER[order.field], direction, comparison
+    return keyset_order(order, _ORDER)

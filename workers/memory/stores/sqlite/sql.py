@@ -15,11 +15,11 @@ from typing import Any
 
 from ditto.adapters.sqlite.journal import use_wal
 from ditto.errors import ErrorCode
-from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy
+from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy, OrderField
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text, to_micros
 from workers.memory.retrieval.text import fts_phrase
-from workers.memory.stores.conditions import common_conditions
+from workers.memory.stores.conditions import common_conditions, keyset_order
 from workers.memory.stores.rows import (
     ROW_FIELDS,
     governance_values,
@@ -47,7 +47,7 @@ COLUMNS = ", ".join(f"m.{name}" for name in ROW_FIELDS)
 RETURNING_COLUMNS = COLUMNS.replace("m.", "")
 """``COLUMNS`` without the alias, for ``RETURNING`` (which cannot name one)."""
 
-ORDER_EXPRESSIONS = {
+ORDER_EXPRESSIONS: dict[OrderField, str] = {
     "created_at": "m.created_at",
     "updated_at": "m.updated_at",
     "usage_count": "m.usage_count",
@@ -142,9 +142,7 @@ def _metadata_equals(name: str, expected: object) -> tuple[str, list[Any]]:
 
 def order_clause(order: OrderBy) -> tuple[str, str, str]:
     """``(expression, direction, comparison)`` for keyset pagination on ``(expression, id)``."""
-    direction = "DESC" if order.direction == "desc" else "ASC"
-    comparison = "<" if order.direction == "desc" else ">"
-    return ORDER_EXPRESSIONS[order.field], direction, comparison
+    return keyset_order(order, ORDER_EXPRESSIONS)
 
 
 def _read_only_uri(path: Path) -> str:
