@@ -187,6 +187,8 @@ class MemoryItem(_Frozen, frozen=True, forbid_unknown_fields=True):
     """The id of the record this one superseded (now ``superseded``), if any."""
     contests: NonEmpty | None = None
     """The id of the higher-trust record this ``contested`` one contradicts."""
+    sources: list[str] = msgspec.field(default_factory=list)
+    """Other sources that stated its fact since (see :mod:`~workers.memory.model.merges`)."""
 
 
 class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -194,7 +196,7 @@ class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
 
     id: NonEmpty
     version: Annotated[int, Meta(ge=1, le=2**63 - 1)]
-    change: Literal["create", "upsert", "update", "archive", "supersede", "delete"]
+    change: Literal["create", "upsert", "update", "archive", "supersede", "merge", "delete"]
     at: Timestamp
     record: MemoryItem
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal, Protocol
 
 import msgspec
 
+from workers.memory.model.changes import Change, expiry_of, history_entry, is_live, new_item
 from workers.memory.model.contracts import (
     HistoryEntry,
     MemoryDraft,
@@ -20,7 +21,7 @@ from workers.memory.model.contracts import (
     WriteMode,
 )
 from workers.memory.model.errors import MemoryStoreError, conflict
-from workers.memory.model.records import canonical_json, new_id
+from workers.memory.model.records import canonical_json
 
 __all__ = (
     "NEW_RECORD",
@@ -32,6 +33,7 @@ __all__ = (
     "expiry_of",
     "history_entry",
     "history_of",
+    "is_live",
     "new_item",
     "plan_writes",
 )
@@ -65,51 +67,9 @@ def _replays(draft: MemoryDraft, stored: MemoryItem) -> bool:
     )
 
 
-def expiry_of(draft: MemoryDraft, now: datetime) -> datetime | None:
-    """When a record written from ``draft`` at ``now`` expires: its ``expires_at``, or ``now``
-    plus its ``ttl``; ``None`` when it gives neither.
-
-    Raises:
-        MemoryStoreError: ``INVALID_INPUT`` when it gives both.
-    """
-    if draft.ttl is None:
-        return draft.expires_at
-    if draft.expires_at is not None:
-        raise MemoryStoreError("give a record expires_at or ttl, not both")
-    return now + timedelta(seconds=draft.ttl)
-
-
-def new_item(draft: MemoryDraft, now: datetime, item_id: str | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=item_id or new_id(),
-        key=draft.key,
-        namespace=draft.namespace,
-        content=draft.content,
-        summary=draft.summary,
-        category=draft.category,
-        tags=list(draft.tags),
-        metadata=dict(draft.metadata),
-        source=draft.source,
-        created_at=now,
-        updated_at=now,
-        version=1,
-        usage_count=0,
-        last_used_at=None,
-        pinned=bool(draft.pinned),
-        archived_at=None,
-        owner=draft.owner,
-        visibility=draft.visibility or "shared",
-        trust=draft.trust,
-        principal=draft.principal,
-        status="active",
-        valid_from=draft.valid_from,
-        valid_to=None,
-        expires_at=expiry_of(draft, now),
-    )
-
-
-Action = Literal["insert", "replace", "keep", "supersede", "contest", "quarantine"]
-"""What one draft of a WRITE did (see :func:`plan_writes`)."""
+Action = Literal["insert", "replace", "keep", "supersede", "contest", "quarantine", "merge"]
+"""What one draft of a WRITE did (see :func:`plan_writes`), or ``merge``: sources added to
+a record drafts repeat (:func:`~workers.memory.model.merges.plan_merges`)."""
 NEW_RECORD: frozenset[Action] = frozenset({"insert", "supersede", "contest", "quarantine"})
 """The actions that store a new record (a store inserts their ``item``)."""
 
@@ -160,9 +120,26 @@ class WriteRules:
     observed: dict[int, Action] = field(default_factory=dict)
     """Position -> what an enforcing contradiction stage would have done (``supersede`` or
     ``contest``), for drafts in :attr:`observe`."""
+    contradicts: dict[int, tuple[str, int]] = field(default_factory=dict)
+    """Position -> the id and version of the keyless record a keyless draft (in
+    :attr:`supersede` or :attr:`observe`) contradicts, as the contradiction stage found it
+    by content. The store reads it again in its transaction (:attr:`targets`) and the draft
+    supersedes or contests it only if it is still that version, active and live."""
+    merges: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    """Record id -> the version the dedupe stage read and the sources of drafts it found to
+    repeat that record (see :func:`~workers.memory.model.merges.plan_merges`)."""
+    merged: dict[str, MemoryItem] = field(default_factory=dict)
+    """Record id -> the record as a merge left it (filled by the store's planning)."""
 
     def rank(self, trust: str | None) -> int:
         return self.ranks.get(trust or self.default_trust or "", -1)
+
+    @property
+    def targets(self) -> list[str]:
+        """The stored records, by id, a store reads (and locks) in its write transaction
+        besides the drafts' keys: the ones drafts contradict or repeat; sorted, so two
+        writers lock them in the same order."""
+        return sorted({record_id for record_id, _ in self.contradicts.values()} | set(self.merges))
 
 
 class WriteGuard(Protocol):
@@ -187,8 +164,10 @@ def plan_writes(
     now: datetime,
     guard: WriteGuard | None = None,
     rules: WriteRules | None = None,
+    targets: Mapping[str, MemoryItem] | None = None,
 ) -> list[WriteStep]:
-    """Decide every draft of a batch against the records already stored under its key.
+    """Decide every draft of a batch against the records already stored under its key (or,
+    for a keyless draft in ``rules.contradicts``, the record it contradicts).
 
     ``create``: a key with identical fields replays the stored record; any difference is
     ``CONFLICT`` (and the caller rolls the whole batch back). ``upsert``: a key replaces the
@@ -204,7 +183,10 @@ def plan_writes(
     record that ``supersedes`` it, and the old one is kept ``superseded`` with ``valid_to``;
     with lower trust, the draft is stored ``contested`` beside it and the record stays as it
     is (handbook §9: a verified fact is never replaced by a lower-trust write). A draft equal
-    to a contested record of its key replays that record.
+    to a contested record of its key replays that record. A keyless draft the contradiction
+    stage matched by content to a keyless record does the same to that record, when it is
+    still the version the stage read, active and live and the guard lets the draft land on it;
+    otherwise it is a plain insert (the match was about a record that has changed since).
 
     Args:
         drafts: The batch, keys unique within it.
@@ -213,6 +195,8 @@ def plan_writes(
         now: The write's time.
         guard: Checked on the key's active record before a draft lands on it.
         rules: The write policy's rules for this call, which also receive the decisions.
+        targets: The records :attr:`WriteRules.targets` names, as stored now (missing ones:
+            deleted since).
 
     Raises:
         MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode
@@ -220,6 +204,11 @@ def plan_writes(
     """
     steps = []
     for position, draft in enumerate(drafts):
+        if draft.key is None and rules is not None and position in rules.contradicts:
+            step = _plan_contradiction(position, draft, targets or {}, now, guard, rules)
+            rules.decided[position] = (step.action, _related(step))
+            steps.append(step)
+            continue
         sharing = existing.get((draft.namespace, draft.key), ()) if draft.key is not None else ()
         stored = next((record for record in sharing if record.status == "active"), None)
         if stored is not None and guard is not None:
@@ -307,6 +296,45 @@ def _plan_one(
     return WriteStep("replace", replaced, history_entry(replaced, "upsert", now))
 
 
+def _plan_contradiction(
+    position: int,
+    draft: MemoryDraft,
+    targets: Mapping[str, MemoryItem],
+    now: datetime,
+    guard: WriteGuard | None,
+    rules: WriteRules,
+) -> WriteStep:
+    """A keyless draft the contradiction stage matched to a keyless record by content."""
+    record_id, version = rules.contradicts[position]
+    stored = targets.get(record_id)
+    if (
+        stored is not None
+        and stored.version == version
+        and stored.key is None
+        and stored.namespace == draft.namespace
+        and is_live(stored, now)
+        and _may_land(guard, stored, draft)
+    ):
+        if position in rules.supersede:
+            return _supersede_or_contest(draft, stored, (), now, rules)
+        if position in rules.observe:
+            rules.observed[position] = _supersede_or_contest(draft, stored, (), now, rules).action
+    item = new_item(draft, now)
+    return WriteStep("insert", item, history_entry(item, "create", now))
+
+
+def _may_land(guard: WriteGuard | None, stored: MemoryItem, draft: MemoryDraft) -> bool:
+    """Whether the guard lets ``draft`` land on ``stored`` (a record it matched by content,
+    not one it named: a refusal means no match, not a failed write)."""
+    if guard is None:
+        return True
+    try:
+        guard.check_write(stored, draft)
+    except MemoryStoreError:
+        return False
+    return True
+
+
 def _supersede_or_contest(
     draft: MemoryDraft,
     stored: MemoryItem,
@@ -341,10 +369,3 @@ def _supersede_or_contest(
         retired,
         history_entry(retired, "supersede", now),
     )
-
-
-Change = Literal["create", "upsert", "update", "archive", "supersede", "delete"]
-
-
-def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
-    return HistoryEntry(item.id, item.version, change, at, item)

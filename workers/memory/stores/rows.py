@@ -3,9 +3,9 @@
     id, key, namespace, content, summary, category, tags, metadata, source,
     created_at, updated_at, version, usage_count, last_used_at,
     pinned, archived_at, owner, visibility,
-    trust, principal, status, valid_from, valid_to, expires_at, supersedes, contests
+    trust, principal, status, valid_from, valid_to, expires_at, supersedes, contests, sources
 
-with JSON text for content, tags and metadata and integer microseconds for timestamps.
+with JSON text for content, tags, metadata and sources, and integer microseconds for timestamps.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ PROVENANCE_COLUMNS = (
     "expires_at",
     "supersedes",
     "contests",
+    "sources",
 )
 """The write policy's columns, last, in the order above."""
 
@@ -156,6 +157,7 @@ def provenance_values(item: MemoryItem) -> tuple[Any, ...]:
         _micros(item.expires_at),
         item.supersedes,
         item.contests,
+        _encode(item.sources).decode(),
     )
 
 
@@ -198,6 +200,7 @@ def row_to_item(row: Any) -> MemoryItem:
             None if row[23] is None else from_micros(row[23]),
             row[24],
             row[25],
+            _decode_names(row[26]),
         )
     except (OverflowError, ValueError, msgspec.DecodeError) as exc:
         raise MemoryStoreError(

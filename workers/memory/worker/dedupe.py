@@ -1,6 +1,8 @@
-"""The write policy's dedupe stage as the worker runs it: which incoming drafts state a fact a
-namespace already holds, exactly (normalised text hash) or nearly (MinHash candidates
-confirmed on the two texts by :func:`~workers.memory.policy.similarity.is_near_duplicate`).
+"""The write policy's content matching as the worker runs it: which incoming drafts state a
+fact a namespace already holds, exactly (normalised text hash) or nearly (MinHash candidates
+confirmed on the two texts by :func:`~workers.memory.policy.similarity.is_near_duplicate`) —
+the dedupe stage — and which contradict a keyless record there (the same candidates, judged
+by :func:`~workers.memory.policy.contradiction.classify`) — the contradiction stage.
 
 The worker keeps, per namespace, the hashes and signatures of its active records, loaded on
 the first write there that dedupes and brought up to date before each such write by one query
@@ -13,7 +15,7 @@ constraint (keys are that), and a change committed after a later one was read (i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -27,7 +29,9 @@ from workers.memory.model.contracts import (
     OrderBy,
 )
 from workers.memory.model.filters import is_visible
+from workers.memory.model.planning import is_live
 from workers.memory.model.records import content_text, order_key
+from workers.memory.policy.contradiction import Relation, classify
 from workers.memory.policy.similarity import (
     CandidateIndex,
     Signature,
@@ -36,12 +40,26 @@ from workers.memory.policy.similarity import (
 )
 from workers.memory.ports import MemoryStore, QueryPosition
 
-__all__ = ("Duplicates",)
+__all__ = ("Duplicates", "Matches")
 
 _PAGE = 1000
 _CANDIDATES = 3
 """Near-duplicate candidates confirmed per draft (the most similar by signature)."""
 _ORDER = OrderBy("updated_at")
+
+
+@dataclass(slots=True)
+class Matches:
+    """What :meth:`Duplicates.find` found for the drafts of one write, by draft position."""
+
+    duplicates: dict[int, MemoryItem] = field(default_factory=dict)
+    """The stored record a draft repeats."""
+    repeats: dict[int, int] = field(default_factory=dict)
+    """The earlier position of the same write whose text a draft repeats exactly."""
+    contradicts: dict[int, MemoryItem] = field(default_factory=dict)
+    """The keyless stored record a draft contradicts (same subject, another value)."""
+    prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
+    """Every draft's fingerprint (to :meth:`Duplicates.learn` once written)."""
 
 
 @dataclass(slots=True)
@@ -84,19 +102,22 @@ class Duplicates:
         self._spaces: dict[str, _Namespace] = {}
 
     async def find(
-        self, drafts: Sequence[tuple[int, MemoryDraft]], now: datetime, visible_to: str | None
-    ) -> tuple[dict[int, MemoryItem], dict[int, int], dict[int, tuple[str, Signature]]]:
+        self,
+        drafts: Sequence[tuple[int, MemoryDraft]],
+        now: datetime,
+        visible_to: str | None,
+        contradict: Collection[int] = (),
+    ) -> Matches:
         """The duplicates among ``drafts`` (position, draft; all of one namespace or several)
-        that ``visible_to`` may see (``None``: anyone, access control being off).
-
-        Returns:
-            Position -> the stored record it duplicates; position -> the earlier position of
-            the same batch it repeats exactly; and every draft's fingerprint (to
-            :meth:`learn` once written).
+        that ``visible_to`` may see (``None``: anyone, access control being off), and, for the
+        positions in ``contradict`` that repeat nothing, the keyless record each contradicts.
         """
-        prints = {position: fingerprint(content_text(draft.content)) for position, draft in drafts}
+        found = Matches(
+            prints={
+                position: fingerprint(content_text(draft.content)) for position, draft in drafts
+            }
+        )
         candidates: dict[int, list[str]] = {}
-        repeats: dict[int, int] = {}
         first_of: dict[tuple[str, str], int] = {}
         spaces = {
             namespace: await self._synced(namespace, now)
@@ -104,36 +125,50 @@ class Duplicates:
         }
         for position, draft in drafts:
             space = spaces[draft.namespace]
-            text_hash, sig = prints[position]
+            text_hash, sig = found.prints[position]
             earlier = first_of.setdefault((draft.namespace, text_hash), position)
             if earlier != position:
-                repeats[position] = earlier
+                found.repeats[position] = earlier
                 continue
             exact = space.hashes.get(text_hash)
-            found = [exact] if exact is not None else []
-            found += space.index.candidates(sig, limit=_CANDIDATES)
-            if found:
-                candidates[position] = list(dict.fromkeys(found))
+            ids = [exact] if exact is not None else []
+            ids += space.index.candidates(sig, limit=_CANDIDATES)
+            if ids:
+                candidates[position] = list(dict.fromkeys(ids))
         wanted = sorted({record_id for ids in candidates.values() for record_id in ids})
         stored = {item.id: item for item in await self._store.get(wanted, [], "")} if wanted else {}
-        duplicates: dict[int, MemoryItem] = {}
         texts = dict(drafts)
         for position, ids in candidates.items():
-            text = content_text(texts[position].content)
-            for record_id in ids:
-                item = stored.get(record_id)
-                if (
-                    item is not None
-                    and item.status == "active"
-                    and item.archived_at is None
-                    and (item.expires_at is None or item.expires_at > now)
-                    and item.namespace == texts[position].namespace
-                    and (visible_to is None or is_visible(item, visible_to))
-                    and is_near_duplicate(content_text(item.content), text)
-                ):
-                    duplicates[position] = item
-                    break
-        return duplicates, repeats, prints
+            draft = texts[position]
+            text = content_text(draft.content)
+            live = [
+                item
+                for item in map(stored.get, ids)
+                if item is not None
+                and is_live(item, now)
+                and item.namespace == draft.namespace
+                and (visible_to is None or is_visible(item, visible_to))
+            ]
+            duplicate = next(
+                (item for item in live if is_near_duplicate(content_text(item.content), text)),
+                None,
+            )
+            if duplicate is not None:
+                found.duplicates[position] = duplicate
+            elif position in contradict:
+                contradicted = next(
+                    (
+                        item
+                        for item in live
+                        if item.key is None
+                        and classify(content_text(item.content), text).relation
+                        is Relation.CONTRADICTION
+                    ),
+                    None,
+                )
+                if contradicted is not None:
+                    found.contradicts[position] = contradicted
+        return found
 
     def learn(self, written: Sequence[tuple[MemoryItem, tuple[str, Signature]]]) -> None:
         """Add records this worker just wrote (the next sync would find them too)."""

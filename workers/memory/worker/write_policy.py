@@ -56,6 +56,8 @@ class PreparedWrite:
     """Position -> the stored record an enforcing dedupe stage found it repeats."""
     repeats: dict[int, int] = field(default_factory=dict)
     """Position -> the earlier position of the same call whose text it repeats exactly."""
+    contradicts: dict[int, MemoryItem] = field(default_factory=dict)
+    """Position -> the keyless record a keyless draft contradicts (found by content)."""
     prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     found: dict[int, dict[str, int]] = field(default_factory=dict)
     """Position -> kinds found and their counts (never the values)."""
@@ -119,6 +121,8 @@ class WritePipeline:
         quarantined: set[int] = set()
         dedupe: dict[int, bool] = {}
         """Position -> whether dedupe enforces (absent: off) for keyless drafts."""
+        contradict: set[int] = set()
+        """Positions of keyless drafts a contradiction stage (enforcing or observing) reads."""
         for position, draft in enumerate(drafts):
             changes: dict[str, Any] = {}
             self._check_trust(position, draft)
@@ -138,17 +142,27 @@ class WritePipeline:
                 supersede.add(position)
             elif modes.contradiction == "observe":
                 observe.add(position)
-            # Keyed drafts are deduped by their key already (an equal one replays it).
-            if modes.dedupe != "off" and draft.key is None and position not in quarantined:
-                dedupe[position] = modes.dedupe == "enforce"
-        if dedupe:
-            await self._dedupe(dedupe, prepared, now, visible_to)
+            # Keyed drafts are deduped and contradicted by their key already (an equal one
+            # replays it, another value supersedes or contests it).
+            if draft.key is None and position not in quarantined:
+                if modes.dedupe != "off":
+                    dedupe[position] = modes.dedupe == "enforce"
+                if modes.contradiction != "off":
+                    contradict.add(position)
+        if dedupe or contradict:
+            await self._match(dedupe, contradict, prepared, now, visible_to)
         skipped = prepared.duplicates.keys() | prepared.repeats.keys()
         prepared.written = [position for position in range(len(drafts)) if position not in skipped]
         place = {position: index for index, position in enumerate(prepared.written)}
         rules.supersede = frozenset(place[p] for p in supersede if p in place)
         rules.observe = frozenset(place[p] for p in observe if p in place)
         rules.quarantined = frozenset(place[p] for p in quarantined if p in place)
+        rules.contradicts = {
+            place[position]: (item.id, item.version)
+            for position, item in prepared.contradicts.items()
+            if position in place
+        }
+        rules.merges = self._merges(prepared)
         return prepared
 
     def _check_trust(self, position: int, draft: MemoryDraft) -> None:
@@ -158,27 +172,46 @@ class WritePipeline:
                 f"memories[{position}].trust must be one of: {', '.join(self.policy.trust_levels)}"
             )
 
-    async def _dedupe(
+    async def _match(
         self,
-        modes: dict[int, bool],
+        dedupe: dict[int, bool],
+        contradict: set[int],
         prepared: PreparedWrite,
         now: datetime,
         visible_to: str | None,
     ) -> None:
-        """Find the duplicates among the drafts at ``modes``' positions: enforced ones are not
-        written, observed ones are reported."""
-        checked = [(position, prepared.drafts[position]) for position in modes]
-        found, repeats, prepared.prints = await self.duplicates.find(checked, now, visible_to)
-        for position, item in found.items():
-            if modes[position]:
+        """Match the keyless drafts to the records their namespace holds: duplicates at
+        ``dedupe``'s positions (enforced ones are not written, observed ones are reported),
+        and the record each draft at ``contradict``'s positions contradicts."""
+        checked = [(position, prepared.drafts[position]) for position in dedupe.keys() | contradict]
+        found = await self.duplicates.find(sorted(checked), now, visible_to, contradict)
+        prepared.prints = found.prints
+        prepared.contradicts = found.contradicts
+        for position, item in found.duplicates.items():
+            if dedupe.get(position):
                 prepared.duplicates[position] = item
-            else:
+            elif position in dedupe:
                 prepared.observed.setdefault(position, []).append("deduplicated")
-        for position, earlier in repeats.items():
-            if modes[position]:
+        for position, earlier in found.repeats.items():
+            if dedupe.get(position):
                 prepared.repeats[position] = earlier
-            else:
+            elif position in dedupe:
                 prepared.observed.setdefault(position, []).append("deduplicated")
+
+    @staticmethod
+    def _merges(prepared: PreparedWrite) -> dict[str, tuple[int, list[str]]]:
+        """Record id -> its version and the sources of the drafts that repeat it (directly,
+        or by repeating a draft of the same write that does)."""
+        merges: dict[str, tuple[int, list[str]]] = {}
+        repeated = [
+            (position, prepared.duplicates.get(earlier))
+            for position, earlier in prepared.repeats.items()
+        ]
+        for position, item in [*prepared.duplicates.items(), *repeated]:
+            source = prepared.drafts[position].source
+            if item is not None and source is not None:
+                merges.setdefault(item.id, (item.version, []))[1].append(source)
+        return merges
 
     def _screen(
         self,
@@ -235,7 +268,10 @@ class WritePipeline:
         wrote (one per :attr:`PreparedWrite.written` position) and the duplicates found; the
         records written are added to the dedupe index."""
         rules = prepared.rules
-        items: dict[int, MemoryItem] = dict(prepared.duplicates)
+        items = {
+            position: rules.merged.get(item.id, item)
+            for position, item in prepared.duplicates.items()
+        }
         reported: dict[int, WriteOutcome] = {}
         learned: list[tuple[MemoryItem, tuple[str, Signature]]] = []
         for index, (position, item) in enumerate(zip(prepared.written, written, strict=True)):

@@ -113,7 +113,7 @@ class WriteNodes(NodeBase):
         prepared = await self.pipeline.prepare(request.memories, request.policy, now, visible_to)
         drafts = await self.access.stamp(ctx, prepared.to_write)
         written: list[MemoryItem] = []
-        if drafts:
+        if drafts or prepared.rules.merges:  # a write of duplicates only still adds sources
             vectors = await self._vectors(drafts)
             writing = self.store.write(
                 drafts, request.mode, vectors, self.access.guard(ctx), rules=prepared.rules

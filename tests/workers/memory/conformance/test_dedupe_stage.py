@@ -13,8 +13,9 @@ import pytest
 from ditto import create_ditto
 from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
 from workers.memory import AccessPolicy, MemoryDraft, MemoryStore, create_memory_worker
+from workers.memory.model.merges import MAX_SOURCES
 from workers.memory.policy.config import StageMode, StageModes, WritePolicy
-from workers.memory.ports import UsageTracking
+from workers.memory.ports import HistoryLog, UsageTracking
 
 pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
 
@@ -126,3 +127,50 @@ async def test_observe_reports_and_stores_anyway(
         (outcome,) = again.outcomes
         assert (outcome.outcome, outcome.observed) == (["created"], ["deduplicated"])
         assert len(await memory.all_records()) == 2
+
+
+@requires(HistoryLog)
+async def test_sources_accumulate_on_the_record_a_duplicate_repeats(
+    deduping: MemoryHarness,
+) -> None:
+    fact = "The office wifi password rotates every Monday."
+    first = await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "source": "chat:1"}]})
+    (original,) = first.items
+    again = await deduping.ok(
+        "MEMORY.WRITE",
+        {
+            "memories": [
+                {"content": fact.lower(), "source": "chat:2"},
+                {"content": fact.lower(), "source": "chat:3"},  # repeats the one before
+                {"content": fact, "source": "chat:1"},  # the record's own source
+            ]
+        },
+    )
+    assert [outcome.outcome for outcome in again.outcomes] == [["deduplicated"]] * 3
+    # The write returns the record as it left it: one new version naming both new sources.
+    returned = again.items[0]
+    assert (returned.id, returned.source, returned.sources) == (
+        original.id,
+        "chat:1",
+        ["chat:2", "chat:3"],
+    )
+    assert returned.version == original.version + 1
+    (stored,) = await deduping.all_records()
+    assert (stored.content, stored.sources, stored.version) == (fact, ["chat:2", "chat:3"], 2)
+    history = await deduping.store.history(original.id)  # type: ignore[attr-defined]
+    assert [entry.change for entry in history] == ["create", "merge"]
+    # Nothing new to add: no new version, no history entry.
+    await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "source": "chat:3"}]})
+    (unchanged,) = await deduping.all_records()
+    assert (unchanged.sources, unchanged.version) == (["chat:2", "chat:3"], 2)
+
+
+async def test_sources_keep_only_the_newest(deduping: MemoryHarness) -> None:
+    fact = "Payroll runs on the last business day of the month."
+    await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "source": "s0"}]})
+    for batch in range(3):
+        drafts = [{"content": fact, "source": f"s{batch * 20 + n + 1}"} for n in range(20)]
+        await deduping.ok("MEMORY.WRITE", {"memories": drafts})
+    (stored,) = await deduping.all_records()
+    assert stored.source == "s0"
+    assert stored.sources == [f"s{n}" for n in range(60 - MAX_SOURCES + 1, 61)]

@@ -22,6 +22,7 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.errors import key_taken
 from workers.memory.model.filters import matches_filter
+from workers.memory.model.merges import plan_merges
 from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.planning import (
     WriteGuard,
@@ -143,12 +144,19 @@ class InProcessMemoryStore(
             for draft in drafts
             if draft.key is not None
         }
-        steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard, rules)
+        now = now_from(self._clock)
+        targets = {
+            item_id: clone(self._items[item_id])
+            for item_id in (rules.targets if rules is not None else ())
+            if item_id in self._items
+        }
+        steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
+        merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
         if vectors is not None:  # refuse before any change: all or nothing
             matching_rows([step.item for step in steps], vectors.hashes, skip=False)
         retired = [step.retired for step in steps if step.retired is not None]
-        changed = [step.item for step in steps if step.entry is not None]
-        self._put_all([*retired, *changed], history_of(steps))
+        changed = [step.item for step in [*steps, *merges] if step.entry is not None]
+        self._put_all([*retired, *changed], history_of([*steps, *merges]))
         if vectors is not None:
             self._store_vectors(vectors, [step.item for step in steps])
         return [clone(step.item) for step in steps]

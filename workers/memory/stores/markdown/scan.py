@@ -264,6 +264,7 @@ _NOT_COPIED = (
     "valid_to",
     "supersedes",
     "contests",
+    "sources",
 )
 """Front matter a copied file does not take over from the record it copies."""
 

@@ -17,6 +17,7 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.errors import key_taken
 from workers.memory.model.filters import matches_filter
+from workers.memory.model.merges import plan_merges
 from workers.memory.model.patches import plan_updates
 from workers.memory.model.planning import (
     WriteGuard,
@@ -149,11 +150,18 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
                 for draft in drafts
                 if draft.key is not None
             }
-            steps = plan_writes(drafts, mode, existing, now_from(self._clock), guard, rules)
+            now = now_from(self._clock)
+            targets = {
+                item_id: clone(folder.items[item_id])
+                for item_id in (rules.targets if rules is not None else ())
+                if item_id in folder.items
+            }
+            steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
+            merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
             retired = [step.retired for step in steps if step.retired is not None]
-            changed = [step.item for step in steps if step.entry is not None]
+            changed = [step.item for step in [*steps, *merges] if step.entry is not None]
             if retired or changed:
-                folder.save([*retired, *changed], history_of(steps))
+                folder.save([*retired, *changed], history_of([*steps, *merges]))
             return [step.item for step in steps]
 
         return await self._run(write, writes=True)

@@ -182,4 +182,8 @@ def MIGRATIONS(table: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE TABLE memory_key_locks (`key_hash` BINARY(32) NOT NULL PRIMARY KEY) {table}",
         ),
         VECTOR_STEPS(table),
+        (
+            # The sources that stated a record's fact again (the dedupe stage), a JSON list.
+            "ALTER TABLE memories ADD COLUMN `sources` LONGTEXT NOT NULL DEFAULT '[]'",
+        ),
     )

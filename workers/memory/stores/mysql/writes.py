@@ -8,6 +8,7 @@ from datetime import datetime
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
 from workers.memory.model.errors import conflict
+from workers.memory.model.merges import plan_merges
 from workers.memory.model.patches import plan_updates
 from workers.memory.model.planning import (
     NEW_RECORD,
@@ -74,7 +75,11 @@ async def write_batch(
             item = row_to_item(row)
             if (item.namespace, item.key) in keyed:  # not a hash collision
                 existing.setdefault((item.namespace, item.key or ""), []).append(item)
-    steps = plan_writes(drafts, mode, existing, now, guard, rules)
+    # The records drafts contradict or repeat, locked after the keys (whose records a
+    # concurrent writer of the same keys locks first too).
+    targets = await _locked(db, rules.targets) if rules is not None and rules.targets else {}
+    steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
+    merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
     for step in steps:
         if step.retired is not None:  # before the insert: it gives the key up
             await _replace(db, step.retired)
@@ -85,10 +90,10 @@ async def write_batch(
             f"INSERT INTO memories ({_NAMES}) VALUES " + ", ".join(_ROW for _ in inserts),
             [value for values in inserts for value in values],
         )
-    for step in steps:
-        if step.action == "replace":
+    for step in [*steps, *merges]:
+        if step.action in ("replace", "merge"):
             await _replace(db, step.item)
-    await logs.append_history(db, history_of(steps))
+    await logs.append_history(db, history_of([*steps, *merges]))
     return [step.item for step in steps]
 
 

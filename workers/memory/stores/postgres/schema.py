@@ -169,6 +169,10 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE INDEX memories_expires ON {s}.memories (expires_at) "
             "WHERE expires_at IS NOT NULL",
         ),
+        (
+            # The sources that stated a record's fact again (the dedupe stage), a JSON list.
+            f"ALTER TABLE {s}.memories ADD COLUMN sources text NOT NULL DEFAULT '[]'",
+        ),
     )
 
 

@@ -11,6 +11,7 @@ import asyncpg
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch, WriteMode
 from workers.memory.model.errors import conflict
+from workers.memory.model.merges import plan_merges
 from workers.memory.model.patches import plan_updates
 from workers.memory.model.planning import (
     NEW_RECORD,
@@ -64,7 +65,13 @@ async def write_batch(
         for row in rows:
             item = row_to_item(row)
             existing.setdefault((item.namespace, item.key or ""), []).append(item)
-    steps = plan_writes(drafts, mode, existing, now, guard, rules)
+    # The records drafts contradict or repeat, locked after the keys (whose records a
+    # concurrent writer of the same keys locks first too).
+    targets = (
+        await _locked(connection, s, rules.targets) if rules is not None and rules.targets else {}
+    )
+    steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
+    merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
     for step in steps:
         if step.retired is not None:  # before the insert: it gives the key up
             await _replace(connection, s, step.retired)
@@ -73,10 +80,10 @@ async def write_batch(
         await connection.copy_records_to_table(
             "memories", schema_name=schema, columns=list(STORED_COLUMNS), records=inserts
         )
-    for step in steps:
-        if step.action == "replace":
+    for step in [*steps, *merges]:
+        if step.action in ("replace", "merge"):
             await _replace(connection, s, step.item)
-    await logs.append_history(connection, s, history_of(steps))
+    await logs.append_history(connection, s, history_of([*steps, *merges]))
     return [step.item for step in steps]
 
 

@@ -133,7 +133,12 @@ _V6 = (
     "CREATE INDEX memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_V7 = (
+    # The sources that stated a record's fact again (the dedupe stage), as a JSON list.
+    "ALTER TABLE memories ADD COLUMN sources TEXT NOT NULL DEFAULT '[]'",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

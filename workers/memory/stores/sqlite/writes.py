@@ -16,6 +16,7 @@ from workers.memory.model.contracts import (
     WriteMode,
 )
 from workers.memory.model.errors import key_taken
+from workers.memory.model.merges import plan_merges
 from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.planning import (
     NEW_RECORD,
@@ -55,7 +56,7 @@ _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
     "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
     "visibility = ?, trust = ?, principal = ?, status = ?, valid_from = ?, valid_to = ?, "
-    "expires_at = ?, supersedes = ?, contests = ? WHERE id = ? RETURNING seq"
+    "expires_at = ?, supersedes = ?, contests = ?, sources = ? WHERE id = ? RETURNING seq"
 )
 
 
@@ -78,7 +79,12 @@ def write_batch(
         for row in rows_for_ids(connection, BY_KEY, keys, [namespace]):
             item = row_to_item(row)
             existing.setdefault((item.namespace, item.key or ""), []).append(item)
-    steps = plan_writes(drafts, mode, existing, now, guard, rules)
+    targets: dict[str, MemoryItem] = {}
+    if rules is not None and rules.targets:
+        rows = rows_for_ids(connection, BY_ID, rules.targets, [])
+        targets = {item.id: item for item in map(row_to_item, rows)}
+    steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
+    merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
     for step in steps:
         if step.retired is not None:  # before the insert: it gives the key up
             _replace(connection, step.retired)
@@ -93,10 +99,10 @@ def write_batch(
             _INSERT_FTS,
             [(start + offset, *fts_row(item)) for offset, item in enumerate(inserts)],
         )
-    for step in steps:
-        if step.action == "replace":
+    for step in [*steps, *merges]:
+        if step.action in ("replace", "merge"):
             _replace(connection, step.item)
-    logs.append_history(connection, history_of(steps))
+    logs.append_history(connection, history_of([*steps, *merges]))
     if vectors is not None:
         sqlite_vectors.store_vectors(connection, vectors, [step.item for step in steps])
     return [step.item for step in steps]

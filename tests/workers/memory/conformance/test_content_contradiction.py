@@ -1,0 +1,146 @@
+"""Contradictions found by content on every store: a keyless write about the same subject as
+a keyless record, with another value (a moved city, a changed time, a turned preference),
+supersedes it when its trust ranks at least as high and is kept beside it as ``contested``
+otherwise — as a write to the same key would (``test_supersession``). A compatible update,
+another subject or a record with a key is never touched."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ditto import create_ditto
+from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
+from workers.memory import AccessPolicy, MemoryStore, create_memory_worker
+from workers.memory.policy.config import StageMode, StageModes, WritePolicy
+
+pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
+
+BERLIN = "The user lives in Berlin and works from home on Fridays."
+PARIS = "The user lives in Paris and works from home on Fridays."
+
+
+async def _harness(
+    open_store: OpenStore, store_env: StoreEnv, mode: StageMode, *, acl: bool = False
+) -> MemoryHarness:
+    store = await open_store()
+    worker = create_memory_worker(
+        store,
+        clock=store_env.clock,
+        policy=WritePolicy(StageModes(contradiction=mode)),
+        access=AccessPolicy("enforce") if acl else None,
+    )
+    return MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+
+
+@pytest.fixture
+async def guarded(open_store: OpenStore, store_env: StoreEnv) -> AsyncIterator[MemoryHarness]:
+    memory = await _harness(open_store, store_env, "enforce")
+    async with memory.runtime:
+        yield memory
+
+
+async def _write(memory: MemoryHarness, content: str, **fields: Any) -> Any:
+    output = await memory.ok("MEMORY.WRITE", {"memories": [{"content": content, **fields}]})
+    return output.items[0], output.outcomes[0]
+
+
+async def _visible(memory: MemoryHarness, **request: Any) -> list[tuple[str, str]]:
+    output = await memory.ok("MEMORY.QUERY", {"limit": 100, **request})
+    return [(item.content, item.status) for item in output.items]
+
+
+async def test_a_moved_city_supersedes_the_old_one(guarded: MemoryHarness) -> None:
+    old, _ = await _write(guarded, BERLIN, source="chat:1", trust="user")
+    guarded.clock.now += timedelta(days=30)
+    new, outcome = await _write(guarded, PARIS, source="chat:2", trust="user")
+    assert (outcome.outcome, outcome.supersedes) == (["superseded"], old.id)
+    assert (new.supersedes, new.status) == (old.id, "active")
+    assert await _visible(guarded) == [(PARIS, "active")]
+    (retired,) = (
+        await guarded.ok("MEMORY.GET", {"ids": [old.id], "include": ["superseded"]})
+    ).items
+    assert (retired.status, retired.source, retired.valid_to) == (
+        "superseded",
+        "chat:1",
+        new.created_at,
+    )
+    # What was true before the move is still what an as_of read returns.
+    before = guarded.clock.now - timedelta(days=1)
+    as_of = {"filter": {"as_of": before.isoformat()}}
+    assert await _visible(guarded, **as_of) == [(BERLIN, "superseded")]
+
+
+async def test_a_lower_trust_contradiction_is_contested_never_a_replacement(
+    guarded: MemoryHarness,
+) -> None:
+    fact = "Standup is at 9:30 every weekday in the blue room."
+    claim = "Standup is at 10:30 every weekday in the blue room."
+    verified, _ = await _write(guarded, fact, source="calendar", trust="verified")
+    contested, outcome = await _write(guarded, claim, source="model", trust="agent")
+    assert (outcome.outcome, outcome.contests) == (["contested"], verified.id)
+    assert (contested.status, contested.contests) == ("contested", verified.id)
+    assert await _visible(guarded) == [(fact, "active")]
+    assert await _visible(guarded, filter={"include": ["contested"]}) == [
+        (fact, "active"),
+        (claim, "contested"),
+    ]
+
+
+async def test_a_turned_preference_supersedes(guarded: MemoryHarness) -> None:
+    old, _ = await _write(guarded, "The user likes green tea in the afternoon.")
+    _, outcome = await _write(guarded, "The user hates green tea in the afternoon.")
+    assert (outcome.outcome, outcome.supersedes) == (["superseded"], old.id)
+
+
+async def test_compatible_updates_and_other_subjects_are_new_records(
+    guarded: MemoryHarness,
+) -> None:
+    await _write(guarded, BERLIN)
+    _, added = await _write(guarded, BERLIN.rstrip(".") + " and at the office on Mondays.")
+    _, other = await _write(guarded, "The weekly report goes out on Fridays at noon.")
+    assert added.outcome == other.outcome == ["created"]
+    assert len(await _visible(guarded)) == 3
+
+
+async def test_a_keyed_record_changes_only_through_its_key(guarded: MemoryHarness) -> None:
+    await guarded.ok("MEMORY.WRITE", {"memories": [{"key": "user:city", "content": BERLIN}]})
+    _, outcome = await _write(guarded, PARIS)
+    assert outcome.outcome == ["created"]
+    assert sorted(await _visible(guarded)) == [(BERLIN, "active"), (PARIS, "active")]
+
+
+async def test_observe_reports_and_changes_nothing(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _harness(open_store, store_env, "observe")
+    async with memory.runtime:
+        await _write(memory, BERLIN)
+        _, outcome = await _write(memory, PARIS)
+        assert (outcome.outcome, outcome.observed) == (["created"], ["superseded"])
+        assert sorted(await _visible(memory)) == [(BERLIN, "active"), (PARIS, "active")]
+
+
+async def test_another_principals_private_record_is_never_matched(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _harness(open_store, store_env, "enforce", acl=True)
+    async with memory.runtime:
+        first = await memory.call(
+            "MEMORY.WRITE",
+            {"memories": [{"content": BERLIN, "visibility": "private"}]},
+            principal="alice",
+        )
+        second = await memory.call(
+            "MEMORY.WRITE", {"memories": [{"content": PARIS}]}, principal="bob"
+        )
+        assert first.ok, first.error
+        assert second.ok, second.error
+        assert second.output.outcomes[0].outcome == ["created"]
+        (kept,) = (
+            await memory.call("MEMORY.GET", {"ids": [first.output.items[0].id]}, principal="alice")
+        ).output.items
+        assert kept.status == "active"

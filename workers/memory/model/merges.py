@@ -1,0 +1,82 @@
+"""Sources accumulating on a record the dedupe stage found stated again: a duplicate is not a
+new record, but who stated the fact is provenance worth keeping. A record's ``sources`` are the
+other sources that stated its fact, in the order first seen, never its own ``source``, the
+newest :data:`MAX_SOURCES` kept. Every store plans the merges of a WRITE here, in its write
+transaction, on the records as it reads them there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import msgspec
+
+from workers.memory.model.changes import history_entry, is_live
+from workers.memory.model.contracts import MemoryItem, MemoryPatch
+from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.planning import WriteGuard, WriteRules, WriteStep
+
+__all__ = ("MAX_SOURCES", "plan_merges", "with_sources")
+
+MAX_SOURCES = 32
+"""The most sources a record keeps beside its own: a fact a thousand chat turns repeat names
+the latest of them, not all."""
+
+
+def with_sources(item: MemoryItem, sources: Sequence[str]) -> list[str]:
+    """``item.sources`` with the ``sources`` it does not name yet added, in the order first
+    seen (never ``item.source`` itself); the newest :data:`MAX_SOURCES` are kept."""
+    known = {item.source, *item.sources}
+    added = [source for source in dict.fromkeys(sources) if source not in known]
+    return [*item.sources, *added][-MAX_SOURCES:] if added else list(item.sources)
+
+
+def plan_merges(
+    targets: Mapping[str, MemoryItem],
+    rules: WriteRules,
+    steps: Sequence[WriteStep],
+    now: datetime,
+    guard: WriteGuard | None = None,
+) -> list[WriteStep]:
+    """The ``merge`` steps of a WRITE: each record in ``rules.merges`` with the sources of the
+    drafts that repeat it added (a new version and a ``merge`` history entry), after
+    ``steps`` (the drafts' own, which may retire one of them). ``rules.merged`` receives every
+    such record as it stands after the write.
+
+    A record that changed since the dedupe stage read it (another version), is no longer live,
+    is retired by this write or is refused by ``guard`` takes no sources: they were stated
+    about what it said then. One whose sources already hold them all is left as it is.
+    """
+    rules.merged.clear()  # a store planning a batch again (a failed group commit) starts over
+    retired = {step.retired.id for step in steps if step.retired is not None}
+    merges: list[WriteStep] = []
+    for record_id, (version, sources) in sorted(rules.merges.items()):
+        stored = targets.get(record_id)
+        if (
+            stored is None
+            or stored.version != version
+            or record_id in retired
+            or not is_live(stored, now)
+            or not _may_change(guard, stored)
+        ):
+            continue
+        merged = with_sources(stored, sources)
+        if merged == stored.sources:
+            rules.merged[record_id] = stored
+            continue
+        item = msgspec.structs.replace(
+            stored, sources=merged, updated_at=now, version=stored.version + 1
+        )
+        rules.merged[record_id] = item
+        merges.append(WriteStep("merge", item, history_entry(item, "merge", now)))
+    return merges
+
+
+def _may_change(guard: WriteGuard | None, stored: MemoryItem) -> bool:
+    if guard is None:
+        return True
+    try:
+        guard.check_update(stored, MemoryPatch(stored.id))
+    except MemoryStoreError:
+        return False
+    return True
