@@ -297,4 +297,5 @@ def build_write_policy(settings: Settings) -> WritePolicy:
         policy.default_trust,
         {category: round(days * 86_400) for category, days in policy.ttl_days.items()},
         SafetyRules.from_mapping(policy.safety),
+        policy.renew_on_read,
     )

@@ -194,17 +194,19 @@ class AsyncMemory:
         metadata: Mapping[str, Any] | None = None,
         pinned: bool | None = None,
         archived: bool | None = None,
+        ttl: int | None = None,
         expected_version: int | None = None,
         namespace: str | None = None,
     ) -> MemoryItem:
         """Change what is given of the record with this id (else under this key), archived
-        or not; the record keeps its id and key, its version goes up by one.
+        or not; the record keeps its id and key, its version goes up by one. ``ttl`` renews
+        its expiry (seconds from now), and revives a record that has expired.
 
         Raises:
             NodeFailedError: ``NOT_FOUND`` (no such record), ``CONFLICT`` (``expected_version``
                 is stale), ``INVALID_INPUT`` (nothing to change).
         """
-        found = await self._find(id_or_key, namespace, archived=True)
+        found = await self._find(id_or_key, namespace, archived=True, expired=ttl is not None)
         patch: dict[str, Any] = {"id": found.id if found is not None else id_or_key}
         given: dict[str, Any] = {
             "category": category,
@@ -212,6 +214,7 @@ class AsyncMemory:
             "metadata": None if metadata is None else dict(metadata),
             "pinned": pinned,
             "archived": archived,
+            "ttl": ttl,
             "expected_version": expected_version,
         }
         patch.update((name, value) for name, value in given.items() if value is not None)
@@ -270,9 +273,18 @@ class AsyncMemory:
 
     # ----------------------------------------------------------------- plumbing
 
-    async def _find(self, ref: str, namespace: str | None, *, archived: bool) -> MemoryItem | None:
+    async def _find(
+        self, ref: str, namespace: str | None, *, archived: bool, expired: bool = False
+    ) -> MemoryItem | None:
         space = namespace or self.namespace
-        request = {"ids": [ref], "keys": [ref], "namespace": space, "include_archived": archived}
+        request: dict[str, Any] = {
+            "ids": [ref],
+            "keys": [ref],
+            "namespace": space,
+            "include_archived": archived,
+        }
+        if expired:
+            request["include"] = ["expired"]
         items: builtins.list[MemoryItem] = (await self._call("MEMORY.GET", request)).items
         return next((item for item in items if item.namespace == space), None)
 

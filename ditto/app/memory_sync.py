@@ -163,6 +163,7 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
         pinned: bool | None = None,
         archived: bool | None = None,
+        ttl: int | None = None,
         expected_version: int | None = None,
         namespace: str | None = None,
     ) -> MemoryItem:
@@ -177,6 +178,7 @@ class Memory:
                 metadata=metadata,
                 pinned=pinned,
                 archived=archived,
+                ttl=ttl,
                 expected_version=expected_version,
                 namespace=namespace,
             )

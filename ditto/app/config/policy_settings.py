@@ -61,6 +61,9 @@ class MemoryPolicySettings(_Strict):
     ttl_days: dict[str, float] = Field(default_factory=dict)
     """Days until a new record of a category expires when its draft sets no expiry, e.g.
     ``daily: 7``."""
+    renew_on_read: bool = False
+    """Renew the expiry of a record of a ``ttl_days`` category that GET or SEARCH returns with
+    less than half of its ttl left (a record kept as long as it is used)."""
     safety: dict[str, Any] = Field(default_factory=dict)
     """The safety stage's rules: ``actions`` (kind -> allow | redact | quarantine | reject),
     ``extra_patterns`` (``{kind, pattern, action?}``), ``disabled`` kinds,

@@ -237,6 +237,10 @@ class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
     """Only the owner may change it under access control."""
     archived: bool | UnsetType = UNSET
     """``True`` archives the record now (history records an ``archive``), ``False`` revives it."""
+    expires_at: Timestamp | UnsetType | None = UNSET
+    """A new expiry (``None``: never expires). Give this or ``ttl``, not both."""
+    ttl: TtlSeconds | UnsetType = UNSET
+    """Seconds from the update until the record expires (renews it, or revives an expired one)."""
     expected_version: Annotated[int, Meta(ge=1)] | None = None
     """When given, the update fails with ``CONFLICT`` unless the stored version equals it."""
 
@@ -341,10 +345,8 @@ class SearchHit(_Frozen, frozen=True, forbid_unknown_fields=True):
 class SearchOutput(_Frozen, frozen=True, forbid_unknown_fields=True):
     hits: list[SearchHit]
     vector_missing: int | None = None
-    """Vector and hybrid search: how many records of the store the vector leg could not see,
-    because they have no vector of the store's embedding model (written before an embedder
-    was configured, or by a worker without one; counted store-wide, at most a few seconds
-    old). ``ditto memory reindex`` embeds them. ``None`` for keyword search."""
+    """Vector and hybrid search: records the vector leg could not see, lacking a vector of the
+    store's model (store-wide, a few seconds old; ``ditto memory reindex`` embeds them)."""
     miss: MissExplanation | None = None
     """The answer to ``SearchInput.explain_miss``."""
 
@@ -355,11 +357,9 @@ class WriteInput(_Frozen, frozen=True, forbid_unknown_fields=True):
     policy: PolicyOverride | None = None
     """This call's write-policy modes (see ``PolicyOverride``)."""
     idempotent: bool = False
-    """Key the write by the call's ``ctx.idempotency_key``: each draft without a ``key`` gets
-    ``~<digest of the idempotency key>:<position>``, so the same work written again — a task
-    rerun by a resume, a remote call redelivered, a retry — replays its first records instead
-    of storing them twice (``create``: a rerun with other content is ``CONFLICT``; ``upsert``:
-    it replaces them)."""
+    """Key each keyless draft by the call's ``ctx.idempotency_key`` and its position, so the
+    same work written again (a resume, a redelivery, a retry) replays its first records
+    (``create``: other content is ``CONFLICT``; ``upsert`` replaces them)."""
 
 
 class WriteOutput(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -92,6 +92,12 @@ def apply_patch(
         value = getattr(patch, name)
         if value is not msgspec.UNSET:
             changes[name] = value
+    if patch.ttl is not msgspec.UNSET:
+        if patch.expires_at is not msgspec.UNSET:
+            raise MemoryStoreError(f"record {item.id}: give expires_at or ttl, not both")
+        changes["expires_at"] = now + timedelta(seconds=patch.ttl)
+    elif patch.expires_at is not msgspec.UNSET:
+        changes["expires_at"] = patch.expires_at
     if changes.keys() - {"version"}:
         changes["updated_at"] = now
     if patch.archived is True:

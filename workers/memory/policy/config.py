@@ -69,6 +69,9 @@ class WritePolicy:
             gives no ``expires_at`` or ``ttl``.
         safety: What the safety stage detects and does about each kind (patterns, actions,
             thresholds; see :class:`~workers.memory.policy.safety_rules.SafetyRules`).
+        renew_on_read: Whether GET and SEARCH renew the expiry of a record of a category in
+            ``category_ttl_s`` that they return with less than half of its ttl left
+            (:mod:`~workers.memory.worker.renewal`).
 
     Raises:
         InvalidInputError: A mode that is not ``off``, ``observe`` or ``enforce``, an empty or
@@ -82,6 +85,7 @@ class WritePolicy:
     default_trust: str | None = None
     category_ttl_s: Mapping[str, int] = field(default_factory=dict)
     safety: SafetyRules = field(default_factory=SafetyRules)
+    renew_on_read: bool = False
 
     def __post_init__(self) -> None:
         levels = self.trust_levels

@@ -13,6 +13,7 @@ from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTrackin
 from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.retrieval.vectors import Vectors, hash_text, vector_text
 from workers.memory.worker.access import AccessControl
+from workers.memory.worker.renewal import Renewal
 from workers.memory.worker.write_policy import WritePipeline
 
 __all__ = ("NodeBase",)
@@ -44,6 +45,11 @@ class NodeBase:
         self.embedder = embedder
         self.model = None if embedder is None else model_of(embedder)
         self.pipeline = WritePipeline(policy or WritePolicy(), store)
+        self.renewal = (
+            Renewal(store, policy.category_ttl_s)
+            if policy is not None and policy.renew_on_read and policy.category_ttl_s
+            else None
+        )
 
     def _start_hygiene(self) -> None:
         # The first call is the first place with a running event loop to run it on.

@@ -70,6 +70,8 @@ class ReadNodes(NodeBase):
         items = list(ordered.values())
         if not self.access.silent:
             items = await self.access.reads(ctx, items, principal)
+        if self.renewal is not None:
+            items = await self.renewal.renew(items, now)
         return GetOutput(items)
 
     async def query(self, request: QueryInput, ctx: NodeContext) -> QueryOutput:
@@ -121,6 +123,12 @@ class ReadNodes(NodeBase):
             hits = [hit for hit in hits if hit.memory.id in kept]
         if self.usage is not None and hits:
             await self.usage.record_usage([hit.memory.id for hit in hits], now_from(self.clock))
+        if self.renewal is not None and hits:
+            renewed = await self.renewal.renew([hit.memory for hit in hits], now)
+            hits = [
+                hit if item is hit.memory else msgspec.structs.replace(hit, memory=item)
+                for hit, item in zip(hits, renewed, strict=True)
+            ]
         miss = None
         if target is not None:
 

@@ -38,6 +38,8 @@ _PATCH_FIELDS = (
     "pinned",
     "visibility",
     "archived",
+    "expires_at",
+    "ttl",
 )
 
 
@@ -137,10 +139,12 @@ class WriteNodes(NodeBase):
         if len(set(ids)) != len(ids):
             raise MemoryStoreError("an id appears twice in one UPDATE")
         for position, patch in enumerate(request.updates):
+            if patch.ttl is not msgspec.UNSET and patch.expires_at is not msgspec.UNSET:
+                raise MemoryStoreError(f"updates[{position}]: give expires_at or ttl, not both")
             if all(getattr(patch, name) is msgspec.UNSET for name in _PATCH_FIELDS):
                 raise MemoryStoreError(
                     f"updates[{position}]: nothing to change (give content, summary, metadata, "
-                    "tags, category, pinned, visibility or archived)"
+                    "tags, category, pinned, visibility, archived, expires_at or ttl)"
                 )
         if not ids:
             return UpdateOutput([])
