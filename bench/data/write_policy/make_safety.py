@@ -9,6 +9,16 @@ lookalikes (UUIDs, git SHAs, versions, dates, order numbers, code, prose about i
 secret formats and variants, other injection phrasings and other benign lookalikes than
 ``dev``, so a detector tuned on ``dev`` meets text it has not seen. Both were written by the
 same hand, before the detector was scored on holdout; that is the limit of this check.
+
+Issue #25 added injection families to ``dev`` only (from public taxonomies: context ignoring
+in more verbs and tenses, instructions declared void, goal hijacking, persona switches, more
+chat-template and tool markers, prompt leaking, exfiltration, text addressed to the model,
+hidden comments, more languages), dev-only obfuscations of a few plain phrasings
+(``OBFUSCATIONS``) and benign lookalikes of each family; ``holdout`` kept its templates. Its
+author had this file, and so holdout's templates, in view while doing so, though not holdout's
+cases or misses: a held-out set written by someone who has not seen the detector is the
+stricter check. Each split has its own random generator, so growing ``dev`` never reshuffles
+``holdout``.
 """
 
 # Templates read best one per line, whatever their length.

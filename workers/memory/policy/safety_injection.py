@@ -12,9 +12,11 @@ blocks, data sent out through an image URL), and their translations in the multi
 Every row also runs on the de-obfuscated view (:mod:`workers.memory.policy.safety_unmask`), so
 zero-width characters, look-alike letters, leetspeak and spaced-out letters hide nothing.
 
-Each row keeps its regex off most text with literal gates (a verb *and* a noun). Vocabulary
-and thresholds were chosen on the ``dev`` split of ``bench/data/write_policy/safety.jsonl``
-and on the public lists above, never on ``holdout``.
+Each row keeps its regex off most text with gates: whole words for the English rows (a verb
+*and* a noun, answered by one set of the text's words per scan), a leading punctuation
+character for the markers, ``non_ascii`` for Cyrillic and CJK rows. Vocabulary was chosen on
+the ``dev`` split of ``bench/data/write_policy/safety.jsonl`` and the public lists above, never
+on ``holdout``'s cases or misses (its templates were in view: see ``make_safety.py``).
 """
 
 from __future__ import annotations

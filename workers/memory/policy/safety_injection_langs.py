@@ -14,7 +14,6 @@ from workers.memory.policy.safety_patterns import PatternSpec, injection_row
 __all__ = ("LANGUAGE_ROWS",)
 
 LANGUAGE_ROWS: tuple[PatternSpec, ...] = (
-    # ------------------------------------------------------------ other languages
     # One row per language family, so English text (which shares "ignor" and "instruc") never
     # pays for their regexes. Russian and Chinese first: they are the seeds' languages.
     injection_row(

@@ -64,7 +64,9 @@ _CONFUSABLES = str.maketrans(
 """Cyrillic and Greek letters that look like Latin ones (from the Unicode confusables data)."""
 _SCRIPTS = "\u0370-\u03ff\u0400-\u052f"
 _MIXED = re.compile(f"[{_SCRIPTS}](?:(?<=[A-Za-z].)|(?=[A-Za-z]))")
-_MIXED_WORD = re.compile(rf"[^\W\d_]*(?:[A-Za-z][{_SCRIPTS}]|[{_SCRIPTS}][A-Za-z])[^\W\d_]*")
+_MIXED_WORD = re.compile(
+    rf"(?<![^\W\d_])[^\W\d_]*(?:[A-Za-z][{_SCRIPTS}]|[{_SCRIPTS}][A-Za-z])[^\W\d_]*"
+)
 """A word that mixes Latin with Cyrillic or Greek: only such words are folded, so Russian and
 Greek text stays itself (and keeps matching the rows written for it)."""
 
@@ -72,7 +74,10 @@ _LEET_HINT = re.compile(r"[013457$](?<=[A-Za-z].)(?=[A-Za-z])")
 """A leet digit between two letters ("n0r", "3v1"): times and units ("3pm", "10km") are not."""
 _LEET_ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ013457$")
 _PUNCTUATION = "\"'()[],.;:!?"
-_LEET_WORD = re.compile(r"[A-Za-z0-9$]*(?:[A-Za-z][0-9$]|[0-9$][A-Za-z])[A-Za-z0-9$]*")
+_LEET_WORD = re.compile(
+    r"(?<![A-Za-z0-9$])[A-Za-z0-9$]*(?:[A-Za-z][0-9$]|[0-9$][A-Za-z])[A-Za-z0-9$]*"
+)
+"""(Both word patterns start only at a word's start: a long token costs linear time.)"""
 _LEET_TABLE = str.maketrans("013457$", "oieasts")
 
 _MARKUP = re.compile(r"[*_~`](?<![\w*~`].)[*_~`]*[^\W_]")
