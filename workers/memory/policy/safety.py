@@ -14,7 +14,9 @@ Pure and synchronous (stdlib ``re`` only, no I/O), so the worker calls it inline
 A :class:`Finding` holds a kind and offsets, never the matched text, so findings, verdicts,
 counts and errors can go to logs, results and audit entries without carrying the secret.
 Findings and redaction live in :mod:`workers.memory.policy.safety_redact` and are
-re-exported here.
+re-exported here; the detectors are data, in :mod:`~workers.memory.policy.safety_patterns`
+(secrets and personal data) and :mod:`~workers.memory.policy.safety_injection` (prompt
+injection, with :mod:`~workers.memory.policy.safety_injection_langs` for other languages).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import msgspec
 
 from ditto.errors import DittoError, ErrorCode
 from workers.memory.policy.safety_checks import CHECKS, Check
+from workers.memory.policy.safety_injection import INJECTION_PATTERNS
 from workers.memory.policy.safety_patterns import BUILTIN_PATTERNS
 from workers.memory.policy.safety_redact import (
     Finding,
@@ -40,6 +43,7 @@ from workers.memory.policy.safety_redact import (
     redact_json,
 )
 from workers.memory.policy.safety_rules import ACTION_STRENGTH, SafetyAction, SafetyRules
+from workers.memory.policy.safety_unmask import unmask
 
 __all__ = (
     "Finding",
@@ -94,18 +98,55 @@ class UnsafeContentError(DittoError):
 class _Detector:
     kind: str
     regex: re.Pattern[str]
-    check: Check | None
-    gate: tuple[str, ...]
-    also: tuple[str, ...]
-    pre: re.Pattern[str] | None
-    narrowed: bool
-    min_chunk: int
-    fallback: bool
+    check: Check | None = None
+    gate: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+    pre: re.Pattern[str] | None = None
+    narrowed: bool = False
     """The pattern has a group ``v``: the finding is that group, not the whole match."""
+    min_chunk: int = 0
+    fallback: bool = False
+    non_ascii: bool = False
+    gate_words: frozenset[bytes] = frozenset()
+    also_words: frozenset[bytes] = frozenset()
 
 
 def _literals(joined: str) -> tuple[str, ...]:
     return tuple(joined.split("|")) if joined else ()
+
+
+def _words(joined: str) -> frozenset[bytes]:
+    return frozenset(word.encode() for word in joined.split("|")) if joined else frozenset()
+
+
+_PUNCTUATION = "!\"#$%&'()*+,./:;<=>?@[\\]^_`{|}~"
+_WORD_BREAKS = bytes.maketrans(_PUNCTUATION.encode(), b" " * len(_PUNCTUATION))
+"""Punctuation that ends a word (not "-": "role-play" is one word), for the word gates."""
+_WIDE_BREAKS = str.maketrans(
+    dict.fromkeys("\u2018\u2019\u201c\u201d\u00ab\u00bb\u3000\uff0c\u3002", " ")
+)
+
+
+def _text_words(lowered: str) -> frozenset[bytes]:
+    """The words of a lower-cased text, as UTF-8, for the word gates.
+
+    A byte table maps punctuation to spaces several times faster than a ``str`` table, and
+    leaves the bytes of non-ASCII letters alone.
+    """
+    if not lowered.isascii():
+        lowered = lowered.translate(_WIDE_BREAKS)
+    return frozenset(lowered.encode().translate(_WORD_BREAKS).split())
+
+
+def _passes(row: _Detector, lowered: str, words: frozenset[bytes]) -> bool:
+    """Whether a row's gates let its regex run (the scan of a view; scan() inlines this)."""
+    if row.gate and not any(literal in lowered for literal in row.gate):
+        return False
+    if row.also and not any(literal in lowered for literal in row.also):
+        return False
+    if row.gate_words and words.isdisjoint(row.gate_words):
+        return False
+    return not (row.also_words and words.isdisjoint(row.also_words))
 
 
 class SafetyScanner:
@@ -121,10 +162,11 @@ class SafetyScanner:
     def __init__(self, rules: SafetyRules | None = None) -> None:
         self.rules = rules if rules is not None else SafetyRules()
         detectors = []
+        unmasked = []
         # Rows share a pre-check regex (cards and phones: seven digits): compile it once, and
         # run it once per scan (see scan()).
         pres: dict[str, re.Pattern[str]] = {}
-        for spec in BUILTIN_PATTERNS:
+        for spec in (*BUILTIN_PATTERNS, *INJECTION_PATTERNS):
             if spec.kind in self.rules.disabled:
                 continue
             pattern = spec.pattern.replace("%(min)d", str(self.rules.min_token_length))
@@ -134,26 +176,37 @@ class SafetyScanner:
             pre = None if spec.pre is None else pres.setdefault(spec.pre, re.compile(spec.pre))
             narrowed = "v" in regex.groupindex
             gate, also = _literals(spec.gate), _literals(spec.also)
-            detectors.append(
-                _Detector(
-                    spec.kind,
-                    regex,
-                    check,
-                    gate,
-                    also,
-                    pre,
-                    narrowed,
-                    self.rules.min_token_length if spec.min_chunk < 0 else spec.min_chunk,
-                    spec.fallback,
-                )
+            if spec.whole_words:
+                gate_words, also_words = _words(spec.gate), _words(spec.also)
+                gate, also = (), ()
+            else:
+                gate_words, also_words = frozenset(), frozenset()
+            detector = _Detector(
+                spec.kind,
+                regex,
+                check,
+                gate,
+                also,
+                pre,
+                narrowed,
+                self.rules.min_token_length if spec.min_chunk < 0 else spec.min_chunk,
+                spec.fallback,
+                spec.non_ascii,
+                gate_words,
+                also_words,
             )
+            if spec.unmask:
+                unmasked.append(detector)
+            if not spec.view_only:
+                detectors.append(detector)
         for extra in self.rules.extra_patterns:
             if extra.kind in self.rules.disabled:
                 continue
             regex = re.compile(extra.pattern)
             narrowed = "v" in regex.groupindex
-            detectors.append(_Detector(extra.kind, regex, None, (), (), None, narrowed, 0, False))
+            detectors.append(_Detector(extra.kind, regex, narrowed=narrowed))
         self._detectors = tuple(detectors)
+        self._unmasked = tuple(unmasked)
 
     def scan(self, text: str) -> list[Finding]:
         """Every finding in ``text``, ordered by position.
@@ -161,7 +214,11 @@ class SafetyScanner:
         Overlaps are settled so each secret is counted once: findings of one kind that overlap
         become one, and a finding that overlaps a more specific kind's (a ``high_entropy``
         token that is an ``api_key``) is dropped. Text inside a ``[REDACTED:...]`` placeholder
-        is never reported, so scanning redacted text finds nothing new.
+        is never reported, so scanning redacted text finds nothing new. The injection rows
+        also run over a de-obfuscated view of the text when it shows obfuscation (zero-width
+        characters, look-alike letters, leetspeak, spaced-out letters: see
+        :mod:`workers.memory.policy.safety_unmask`); their findings are reported at the
+        original's offsets.
 
         Args:
             text: Any string.
@@ -173,7 +230,11 @@ class SafetyScanner:
         found: list[Finding] = []
         pre_found: dict[re.Pattern[str], bool] = {}
         longest = -1  # the longest whitespace-free run, measured when a row first asks
+        ascii_only = text.isascii()
+        words: frozenset[bytes] | None = None
         for detector in self._detectors:
+            if detector.non_ascii and ascii_only:
+                continue
             if detector.min_chunk:
                 if longest < 0:
                     longest = max(map(len, text.split()), default=0)
@@ -192,6 +253,15 @@ class SafetyScanner:
                         break
                 else:
                     continue
+            if detector.gate_words:
+                # One set of the text's words answers every word-gated row with a C-level
+                # isdisjoint, where a dozen substring tests per row would cost a microsecond.
+                if words is None:
+                    words = _text_words(lowered)
+                if words.isdisjoint(detector.gate_words):
+                    continue
+                if detector.also_words and words.isdisjoint(detector.also_words):
+                    continue
             if (pre := detector.pre) is not None:
                 hit = pre_found.get(pre)
                 if hit is None:
@@ -207,12 +277,38 @@ class SafetyScanner:
                 if detector.check is not None and not detector.check(text[start:end], self.rules):
                     continue
                 found.append(Finding(detector.kind, start, end))
+        if self._unmasked and (seen := unmask(text)) is not None:
+            found.extend(self._scan_view(*seen, ascii_only=seen[0].isascii()))
         if not found:
             return found
         if "[REDACTED:" in text:
             held = [match.span() for match in _PLACEHOLDER.finditer(text)]
             found = [f for f in found if not any(a <= f.start and f.end <= b for a, b in held)]
         return _settle(found)
+
+    def _scan_view(
+        self, view: str, offsets: Sequence[int] | None, *, ascii_only: bool
+    ) -> list[Finding]:
+        """The unmasked rows' findings in a de-obfuscated view, at the original's offsets."""
+        # Markup mapped to spaces leaves runs of them: the literals are matched on words.
+        lowered = " ".join(view.lower().split())
+        words = _text_words(lowered)
+        found = []
+        for row in self._unmasked:
+            if row.non_ascii and ascii_only:
+                continue
+            if not _passes(row, lowered, words):
+                continue
+            if row.pre is not None and row.pre.search(view) is None:
+                continue
+            for match in row.regex.finditer(view):
+                start, end = match.span()
+                if start == end:
+                    continue
+                if offsets is not None:
+                    start, end = offsets[start], offsets[end - 1] + 1
+                found.append(Finding(row.kind, start, end))
+        return found
 
     def scan_json(self, value: Any) -> list[tuple[JsonPath, Finding]]:
         """Every finding in the strings of a JSON value (dict values, list items, at any depth).

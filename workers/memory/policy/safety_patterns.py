@@ -5,7 +5,8 @@ A row is a regex, the kind it reports, an optional validator (by name, see
 :mod:`workers.memory.policy.safety_checks`) and cheap pre-checks that keep the regex off text
 that cannot match. The scanner (:mod:`workers.memory.policy.safety`) compiles the rows once.
 Patterns were written from the formats' specifications and tuned on the ``dev`` split of
-``bench/data/write_policy/safety.jsonl`` only.
+``bench/data/write_policy/safety.jsonl`` only. The prompt-injection rows live in
+:mod:`workers.memory.policy.safety_injection`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = (
     "CARD_PREFIXES",
     "IBAN_LENGTHS",
     "PatternSpec",
+    "injection_row",
 )
 
 
@@ -52,14 +54,48 @@ class PatternSpec:
     fallback: bool = False
     """Report a match only where no earlier row found anything: a catch-all whose check is
     costly (entropy) is not run over a key or a JWT that a specific row already named."""
+    unmask: bool = False
+    """Also run over the de-obfuscated view of the text (zero-width characters, look-alike
+    letters, leetspeak, spaced-out letters undone: :mod:`workers.memory.policy.safety_unmask`).
+    Such a row uses only ``gate``, ``also`` and ``pre`` (no check, no ``v`` group)."""
+    view_only: bool = False
+    """Run over the de-obfuscated view only (a pattern for text that only the view has)."""
+    whole_words: bool = False
+    """``gate`` and ``also`` name whole words (matched against the text's set of words, made
+    once per scan for every such row), not substrings: a row whose literals are common words
+    and their inflections pays one set test instead of a substring search per literal. A row
+    with ``also`` words needs ``gate`` words too."""
+    non_ascii: bool = False
+    """Run only on text with a non-ASCII character (a row for Cyrillic or CJK text): one
+    ``str.isascii`` per scan answers it for every such row."""
 
 
-_STRONG = (
-    "all|any|every|previous|prior|above|earlier|preceding|former|original|initial|your|system"
-    "|safety|existing"
-)
-"""Qualifiers that make "ignore ... instructions" about *the model's* instructions."""
-_QUALIFIER = _STRONG + "|each|of|the|my|these|those|old|current|given|other"
+def injection_row(
+    pattern: str,
+    gate: str,
+    also: str = "",
+    *,
+    ignore_case: bool = True,
+    pre: str | None = None,
+    view_only: bool = False,
+    non_ascii: bool = False,
+    words: bool = False,
+) -> PatternSpec:
+    """A prompt-injection row: case-insensitive unless told, and run on the de-obfuscated view
+    too (``words`` makes ``gate`` and ``also`` whole words, see ``PatternSpec.whole_words``)."""
+    return PatternSpec(
+        "injection",
+        pattern,
+        gate=gate,
+        also=also,
+        ignore_case=ignore_case,
+        pre=pre,
+        unmask=True,
+        view_only=view_only,
+        non_ascii=non_ascii,
+        whole_words=words,
+    )
+
 
 _SEVEN_DIGITS = r"\d(?:[ ().\-/]{0,2}\d){6}"
 """Cards and phone numbers have seven digits or more, close together: absent, skip them."""
@@ -173,109 +209,9 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         "phone",
         pre=_SEVEN_DIGITS,
     ),
-    # ------------------------------------------------------------ prompt injection
-    # Role and system markers of chat templates pasted into content.
-    PatternSpec(
-        "injection",
-        r"<\|(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id)\|>"
-        r"|\[/?INST\]|<<\s*/?SYS\s*>>|</?system>|#{2,4}[ \t]*system[ \t]*:"
-        r"|^[ \t]*#{2,4}[ \t]*instructions?[ \t]*:"
-        r"|</?(?:tool_call|tool_use|function_calls?|tool_result)>|<invoke\s+name="
-        r"|\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]{1,64}\"\s*,\s*\"(?:arguments|parameters|input)\"\s*:",
-        # (Literals only: "|" separates them, so "<|" is gated by the word that follows it.)
-        gate="im_start|im_end|endoftext|header_id|eot_id|system|inst]|<<|##|<tool|</tool"
-        '|<function|</function|<invoke|"name"|"tool"',
-        ignore_case=True,
-    ),
-    # "Ignore previous instructions" and its family, English: a verb, a qualifier that points
-    # at the model's own instructions, a noun. The two gates (a verb *and* a noun) keep the
-    # regex off nearly all text.
-    PatternSpec(
-        "injection",
-        r"\b(?:ignore|disregard|forget|override|bypass|skip|discard|drop|abandon|set aside"
-        r"|pay no attention to|do not (?:follow|obey)|don'?t (?:follow|obey)|stop following)"
-        r"\s+(?=(?:(?:" + _QUALIFIER + r")\s+){0,3}?(?:" + _STRONG + r")\s)"
-        r"(?:(?:" + _QUALIFIER + r")\s+){1,4}"
-        r"(?:instructions?|prompts?|directives?|rules|guidelines|guardrails|constraints"
-        r"|restrictions|programming|commands|orders|policies|context)\b",
-        gate="ignor|disregard|forget|override|bypass|skip|discard|drop|abandon|aside|attention"
-        "|follow|obey",
-        also="instruction|prompt|directive|rule|guideline|guardrail|constraint|restriction"
-        "|programming|command|order|polic|context",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"\bforget\s+(?:everything|all)\s+(?:you\s+(?:were|have\s+been)\s+told|above|before)",
-        gate="forget",
-        also="everything|all",
-        ignore_case=True,
-    ),
-    # Jailbreak openers: a new persona, a new mode, new orders.
-    PatternSpec(
-        "injection",
-        r"\byou\s+are\s+now\s+(?:DAN\b|in\s+(?:developer|god|jailbreak|unrestricted)\s+mode"
-        r"|no\s+longer\s+(?:bound|restricted|limited|an?\s+(?:AI|assistant))"
-        r"|(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue)\b)",
-        gate="you are now",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"\bfrom\s+now\s+on,?\s+you\s+(?:will|must|shall|are\s+to)\s+(?:ignore|obey|only"
-        r"|answer|respond|act)\b",
-        gate="from now on",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"\bnew\s+(?:system\s+)?instructions?\s*:|\b(?:developer|jailbreak|DAN)\s+mode\s+"
-        r"(?:enabled|activated|on)\b",
-        gate="new instruction|new system instruction| mode",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"\b(?:reveal|print|show|output|repeat|leak)\s+(?:me\s+)?(?:your|the)\s+"
-        r"(?:system\s+prompt|hidden\s+instructions|initial\s+instructions)",
-        gate="system prompt|hidden instructions|initial instructions",
-        ignore_case=True,
-    ),
-    # The same family in a few other languages, one row each so that English text (which
-    # shares "ignor" and "instruc" with them) never pays for their regexes.
-    PatternSpec(
-        "injection",
-        r"(?:игнорир\w*|забудь\w*|не\s+обращай\w*\s+внимания\s+на)\s+(?:\w+\s+){0,3}"
-        r"(?:инструкци\w*|указани\w*|правил\w*|промпт\w*)",
-        gate="игнор|забуд|внимани",
-        also="инструкци|указани|правил|промпт",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"(?:忽略|忽视|无视|忘记|不要理会)(?:掉)?(?:你)?(?:之前|以前|先前|上面|以上|前面|所有|全部)"
-        r"(?:的)?(?:所有|全部)?(?:的)?(?:指令|指示|说明|提示|规则)",
-        gate="忽|无视|忘记|理会",
-        also="指|说明|提示|规则",
-    ),
-    PatternSpec(
-        "injection",
-        r"\b(?:ignora|olvida|omite)r?\s+(?:\w+\s+){0,3}(?:instrucciones|indicaciones|reglas)"
-        r"|\b(?:ignorier\w*|vergiss\w*)\s+(?:\w+\s+){0,3}(?:Anweisungen|Instruktionen|Regeln)",
-        gate="ignora|olvida|omite|ignorier|vergiss",
-        also="instrucciones|indicaciones|reglas|anweisungen|instruktionen|regeln",
-        ignore_case=True,
-    ),
-    PatternSpec(
-        "injection",
-        r"\b(?:ignore[zr]?|oublie[zr]?)\s+(?:\w+\s+){0,3}(?:instructions|consignes|règles)"
-        r"\s+(?:précédentes|antérieures|ci-dessus)",
-        gate="ignore|oublie",
-        also="précédentes|antérieures|ci-dessus",
-        ignore_case=True,
-    ),
 )
-"""The built-in detectors, in the order the scanner reports ties."""
+"""The built-in secret and personal-data detectors, in the order the scanner reports ties
+(the injection rows follow them, from :mod:`workers.memory.policy.safety_injection`)."""
 
 BUILTIN_KINDS: tuple[str, ...] = (
     "private_key",
