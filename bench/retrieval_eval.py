@@ -14,7 +14,8 @@ linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are avera
 ``hybrid weighted`` are the other fusions for comparison; ``hybrid+mmr`` and ``hybrid+embedding``
 add each rerank stage to the default hybrid, and a last table prints their change in recall@5
 and nDCG@10 and their time per query as a ratio to hybrid alone (same run). The run ends by
-checking that hybrid scores at least the better leg (recall@5 and nDCG@10) on every dataset,
+checking that hybrid scores at least the better leg (recall@5 and nDCG@10) on every dataset, and
+with ``--markdown``
 prints the README's table (``--update-readme`` writes it there). With
 ``--postgres URL`` the keyword strategy also runs on a PostgreSQL store of the same documents.
 
