@@ -217,8 +217,8 @@ async def rerank_hits(
     ``reranker``, ``rank_before`` (its fused rank) and ``rank_after``.
 
     Raises:
-        MemoryStoreError: ``INTERNAL_ERROR`` when the reranker returned a record it was not given, or
-            one twice (a reranker never invents records).
+        MemoryStoreError: ``INTERNAL_ERROR`` when the reranker returned a record it was not
+            given, or one twice (a reranker never invents records).
     """
     if not hits:
         return hits
