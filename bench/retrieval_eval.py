@@ -11,9 +11,12 @@ strategy. Recall@k is the share of a query's relevant documents in its top k; nD
 linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are averaged over queries.
 
 ``hybrid`` is the default strategy with an embedder (its default fusion); ``hybrid rrf`` and
-``hybrid weighted`` are the other fusions for comparison. The run ends by checking that hybrid
-scores at least the better leg (recall@5 and nDCG@10) on every dataset, and with
-``--markdown`` prints the README's table (``--update-readme`` writes it there). With
+``hybrid weighted`` are the other fusions for comparison; ``hybrid+mmr`` and ``hybrid+embedding``
+add each rerank stage to the default hybrid, and a last table prints their change in recall@5
+and nDCG@10 and their time per query as a ratio to hybrid alone (same run). The run ends by
+checking that hybrid scores at least the better leg (recall@5 and nDCG@10) on every dataset, and
+with ``--markdown``
+prints the README's table (``--update-readme`` writes it there). With
 ``--postgres URL`` the keyword strategy also runs on a PostgreSQL store of the same documents.
 
     python3 tasks.py bench retrieval_eval                       # both datasets, MiniLM
@@ -52,7 +55,10 @@ STRATEGIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("hybrid", "hybrid", {}),
     ("hybrid rrf", "hybrid", {"fusion": "rrf"}),
     ("hybrid weighted", "hybrid", {"fusion": "weighted"}),
+    ("hybrid+mmr", "hybrid", {"rerank": "mmr"}),
+    ("hybrid+embedding", "hybrid", {"rerank": "embedding"}),
 )
+RERANKED = ("hybrid+mmr", "hybrid+embedding")
 README = Path(__file__).parents[1] / "README.md"
 BEGIN, END = "<!-- retrieval-eval:begin -->", "<!-- retrieval-eval:end -->"
 
@@ -202,6 +208,22 @@ def print_table(data: Dataset, results: dict[str, Scores]) -> None:
         print(f"{name:16}{recalls} {scores.ndcg:8.3f} {scores.p50_ms:7.2f}")
 
 
+def print_rerank_costs(data: Dataset, results: dict[str, Scores]) -> None:
+    """Each rerank stage beside hybrid alone: quality gained and time per query (same run)."""
+    base = results["hybrid"]
+    print(f"\n{data.name}: rerank stages against hybrid alone (same run)")
+    print(
+        f"{'strategy':18} {'R@5':>6} {'dR@5':>7} {'nDCG@10':>8} {'dnDCG':>7} {'ms/q':>7} {'x':>6}"
+    )
+    for name in ("hybrid", *RERANKED):
+        got = results[name]
+        print(
+            f"{name:18} {got.recall[5]:6.3f} {got.recall[5] - base.recall[5]:+7.3f} "
+            f"{got.ndcg:8.3f} {got.ndcg - base.ndcg:+7.3f} {got.p50_ms:7.2f} "
+            f"{got.p50_ms / base.p50_ms:5.2f}x"
+        )
+
+
 def hybrid_verdicts(data: Dataset, results: dict[str, Scores]) -> list[str]:
     """Where hybrid scores below the better leg (recall@5, nDCG@10); empty when it never does."""
     misses = []
@@ -267,6 +289,7 @@ def main() -> None:
         data = load(name)
         results = asyncio.run(evaluate(data, embedder))
         print_table(data, results)
+        print_rerank_costs(data, results)
         runs.append((data, results))
         if arguments.postgres:
             on_postgres = asyncio.run(evaluate_postgres(data, arguments.postgres))

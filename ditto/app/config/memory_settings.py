@@ -110,4 +110,20 @@ class MemorySearchSettings(_Strict):
     overfetch: int = Field(3, ge=1, le=20)
     """Each hybrid leg fetches this many times the limit (at least 20 candidates)."""
     min_score: float | None = None
-    """Drop hits scoring below this; null keeps all."""
+    """Drop hits scoring below this (the fused scores, before any rerank); null keeps all."""
+    rerank: Literal["off", "mmr", "embedding"] = "off"
+    """The rerank stage after fusion (needs an embedder): ``off``; ``mmr``: maximal marginal
+    relevance, near-duplicates of better hits move down; ``embedding``: the fused relevance
+    mixed with the query's cosine to each candidate's best chunk."""
+    rerank_candidates: int | None = Field(None, ge=1, le=1_000)
+    """Fused hits the reranker sees; null: max(3 × limit, 30)."""
+    mmr_lambda: float = Field(0.7, ge=0, le=1)
+    """MMR: 1 keeps the fused order, 0 is diversity only."""
+    rerank_weight: float = Field(0.5, ge=0, le=1)
+    """Embedding rerank: the cosine's share of the score (the rest is the fused relevance)."""
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as the boolean false; that is what `rerank: off` means.
+        return "off" if value is False else value

@@ -219,6 +219,10 @@ class MemoryWorkerSettings(_Strict):
             )
         if self.backend == "mysql" and self.mysql_url is None:
             raise ValueError("backend mysql needs DITTO_WORKER_MEMORY_MYSQL_URL in the environment")
+        if self.search.rerank != "off" and self.embedder.kind == "none":
+            raise ValueError(
+                f"search.rerank {self.search.rerank} needs an embedder (workers.memory.embedder)"
+            )
         return self
 
 

@@ -31,20 +31,23 @@ Options: ``explain`` (each hit carries its per-leg rank and score, each leg's we
 contribution and the fused score — the contributions add up to it), ``min_score`` (drop hits
 scoring less), ``fusion``, ``rrf_k``, ``vector_weight``, ``keyword_weight``; defaults come from
 ``ditto.yaml`` (:class:`SearchSettings`) and a request may override them.
+
+Rerank (``options.rerank``: ``off``, ``mmr``, ``embedding``; ``rerank_candidates``,
+``mmr_lambda``, ``rerank_weight``): the keyword, vector and hybrid strategies fetch
+``rerank_candidates`` hits instead of ``limit``, and a :class:`~.rerank.Reranker` re-orders
+them and keeps ``limit`` (:mod:`workers.memory.retrieval.rerank`); it needs an embedder.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-from collections.abc import Awaitable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from time import monotonic
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
-from ditto.errors import InvalidInputError
 from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import MemoryItem, SearchHit, SearchInput, SearchOutput
 from workers.memory.model.errors import MemoryStoreError, SearchUnavailableError
@@ -52,14 +55,17 @@ from workers.memory.ports import KeywordSearch, MemoryStore, VectorStore
 from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
 from workers.memory.retrieval.recency import STRATEGY as RECENT_KEYWORD
 from workers.memory.retrieval.recency import recency_search
+from workers.memory.retrieval.rerank import (
+    Reranker,
+    RerankerFactory,
+    builtin_rerankers,
+    rerank_hits,
+)
+from workers.memory.retrieval.search_settings import SearchSettings, with_options
 
 __all__ = ("STRATEGIES", "SearchEngine", "SearchSettings")
 
 STRATEGIES = ("auto", "keyword", "vector", "hybrid", RECENT_KEYWORD)
-Fusion = Literal["confidence", "rrf", "weighted"]
-FUSIONS = ("confidence", "rrf", "weighted")
-_DEFAULT_WEIGHTS = {"confidence": (1.0, 1.0), "rrf": (0.5, 0.5), "weighted": (0.7, 0.3)}
-"""(vector, keyword) leg weights of each fusion."""
 _CONFIDENCE_DEPTH = 10
 """A leg's confidence compares its best candidate with its 10th."""
 _MIN_CANDIDATES = 20
@@ -67,69 +73,6 @@ _MIN_CANDIDATES = 20
 A = TypeVar("A")
 B = TypeVar("B")
 _MISSING_TTL = 5.0
-_OPTIONS = frozenset({"explain", "min_score", "fusion", "rrf_k", "vector_weight", "keyword_weight"})
-
-
-@dataclass(frozen=True, slots=True)
-class SearchSettings:
-    """Defaults of the hybrid strategy (a request's ``options`` override them).
-
-    Args:
-        fusion: ``confidence``, ``rrf`` or ``weighted``.
-        rrf_k: RRF's rank offset (> 0).
-        vector_weight / keyword_weight: Leg weights (>= 0, not both 0); ``None`` takes the
-            fusion's default (confidence 1 / 1, RRF 0.5 / 0.5, weighted 0.7 / 0.3).
-        overfetch: Each hybrid leg fetches ``overfetch × limit`` candidates (1..20).
-        min_score: Drop hits scoring below it (``None``: keep all).
-    """
-
-    fusion: Fusion = "confidence"
-    rrf_k: float = 60
-    vector_weight: float | None = None
-    keyword_weight: float | None = None
-    overfetch: int = 3
-    min_score: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.fusion not in FUSIONS:
-            raise InvalidInputError("fusion must be confidence, rrf or weighted")
-        _number("rrf_k", self.rrf_k, positive=True)
-        for name in ("vector_weight", "keyword_weight", "min_score"):
-            value = getattr(self, name)
-            if value is not None:
-                _number(name, value, positive=False, allow_negative=name == "min_score")
-        vector, keyword = self.weights()
-        if vector == 0 and keyword == 0:
-            raise InvalidInputError("vector_weight and keyword_weight cannot both be 0")
-        if isinstance(self.overfetch, bool) or not isinstance(self.overfetch, int):
-            raise InvalidInputError("overfetch must be an integer")
-        if not 1 <= self.overfetch <= 20:
-            raise InvalidInputError("overfetch must be from 1 to 20")
-
-    def weights(self) -> tuple[float, float]:
-        vector, keyword = _DEFAULT_WEIGHTS[self.fusion]
-        return (
-            vector if self.vector_weight is None else self.vector_weight,
-            keyword if self.keyword_weight is None else self.keyword_weight,
-        )
-
-
-def _number(name: str, value: object, *, positive: bool, allow_negative: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
-        raise MemoryStoreError(f"{name} must be a finite number")
-    if positive and value <= 0:
-        raise MemoryStoreError(f"{name} must be more than 0")
-    if not positive and not allow_negative and value < 0:
-        raise MemoryStoreError(f"{name} must not be negative")
-    return float(value)
-
-
-def _finite(value: int | float) -> bool:
-    """Finite as a float: an integer past the float range (2**1100) is not."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,18 +83,30 @@ class _Leg:
 
 class SearchEngine:
     """The default :class:`~workers.memory.ports.MemorySearchProvider`: every strategy above
-    over ``store`` (and ``embedder`` for the vector leg)."""
+    over ``store`` (and ``embedder`` for the vector leg and the rerankers).
+
+    ``rerankers`` adds rerank stages by name (a cross-encoder, say) to the built-in ``mmr``
+    and ``embedding``; each factory builds a search's reranker from its settings.
+
+    Raises:
+        MemoryStoreError: ``INVALID_INPUT`` when ``settings.rerank`` names no reranker this
+            engine has (``mmr`` and ``embedding`` need an embedder).
+    """
 
     def __init__(
         self,
         store: MemoryStore,
         embedder: Embedder | None = None,
         settings: SearchSettings | None = None,
+        rerankers: Mapping[str, RerankerFactory] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.model = model_of(embedder) if embedder is not None else None
         self.settings = settings or SearchSettings()
+        builtin = builtin_rerankers(embedder) if embedder is not None else {}
+        self.rerankers: dict[str, RerankerFactory] = {**builtin, **(rerankers or {})}
+        self._reranker(self.settings)  # a clear error at start, not at the first search
         self._recent = recency_search(store)
         self._missing: tuple[int, float] | None = None
 
@@ -163,10 +118,12 @@ class SearchEngine:
             raise MemoryStoreError(
                 f"unknown search strategy {strategy!r}; use one of {', '.join(STRATEGIES)}"
             )
-        settings, explain = self._settings(input.options)
+        settings, explain = with_options(self.settings, input.options)
         if strategy == "auto":
             strategy = "hybrid" if self.embedder is not None else "keyword"
-        limit = input.limit or 10
+        reranker = self._reranker(settings)
+        wanted = input.limit or 10
+        limit = wanted if reranker is None else settings.candidates(wanted)
         if strategy == "keyword":
             hits = await self._keyword(input, limit, explain)
         else:
@@ -184,6 +141,10 @@ class SearchEngine:
             hits = [
                 hit for hit in hits if hit.score is not None and hit.score >= settings.min_score
             ]
+        if reranker is not None:
+            if not isinstance(input.query, str):
+                raise MemoryStoreError(f"rerank {reranker.name!r} needs a text query")
+            hits = await rerank_hits(reranker, input.query, hits, wanted, ctx, explain)
         if strategy == "keyword":
             return hits
         missing = await self._vector_missing()
@@ -206,22 +167,16 @@ class SearchEngine:
             self._missing = (await self.store.count_missing_vectors(self.model), now)
         return self._missing[0]
 
-    def _settings(self, options: dict[str, Any]) -> tuple[SearchSettings, bool]:
-        unknown = sorted(options.keys() - _OPTIONS)
-        if unknown:
-            raise MemoryStoreError(
-                f"unknown search option {unknown[0]!r}; options: {', '.join(sorted(_OPTIONS))}"
-            )
-        explain = options.get("explain", False)
-        if not isinstance(explain, bool):
-            raise MemoryStoreError("options.explain must be true or false")
-        overrides = {name: value for name, value in options.items() if name != "explain"}
-        if not overrides:
-            return self.settings, explain
-        try:
-            return replace(self.settings, **overrides), explain
-        except (InvalidInputError, TypeError) as exc:
-            raise MemoryStoreError(str(exc).removeprefix("[INVALID_INPUT] ")) from None
+    def _reranker(self, settings: SearchSettings) -> Reranker | None:
+        """The search's reranker (``None`` when off)."""
+        if settings.rerank == "off":
+            return None
+        factory = self.rerankers.get(settings.rerank)
+        if factory is None:
+            offered = ", ".join(["off", *self.rerankers]) if self.rerankers else "off"
+            need = "" if self.embedder is not None else " (mmr and embedding need an embedder)"
+            raise MemoryStoreError(f"unknown rerank {settings.rerank!r}; use {offered}{need}")
+        return factory(settings)
 
     async def _keyword(self, input: SearchInput, limit: int, explain: bool) -> list[SearchHit]:
         if not isinstance(self.store, KeywordSearch):
