@@ -202,10 +202,12 @@ def plan_writes(
         MemoryStoreError: ``CONFLICT`` for a changed record under an existing key in create mode
             (unless the draft is in ``rules.supersede``).
     """
-    steps = []
+    steps: list[WriteStep] = []
     for position, draft in enumerate(drafts):
         if draft.key is None and rules is not None and position in rules.contradicts:
-            step = _plan_contradiction(position, draft, targets or {}, now, guard, rules)
+            # A record an earlier draft of the batch retired is not retired twice.
+            retired = {step.retired.id for step in steps if step.retired is not None}
+            step = _plan_contradiction(position, draft, targets or {}, now, guard, rules, retired)
             rules.decided[position] = (step.action, _related(step))
             steps.append(step)
             continue
@@ -303,12 +305,14 @@ def _plan_contradiction(
     now: datetime,
     guard: WriteGuard | None,
     rules: WriteRules,
+    retired: set[str],
 ) -> WriteStep:
     """A keyless draft the contradiction stage matched to a keyless record by content."""
     record_id, version = rules.contradicts[position]
     stored = targets.get(record_id)
     if (
         stored is not None
+        and record_id not in retired
         and stored.version == version
         and stored.key is None
         and stored.namespace == draft.namespace

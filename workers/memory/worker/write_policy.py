@@ -186,7 +186,14 @@ class WritePipeline:
         checked = [(position, prepared.drafts[position]) for position in dedupe.keys() | contradict]
         found = await self.duplicates.find(sorted(checked), now, visible_to, contradict)
         prepared.prints = found.prints
-        prepared.contradicts = found.contradicts
+        # Drafts of one call contradicting the same record: the last one stated is the one
+        # that supersedes or contests it (the others are stored as new records).
+        last = {item.id: position for position, item in sorted(found.contradicts.items())}
+        prepared.contradicts = {
+            position: item
+            for position, item in found.contradicts.items()
+            if last[item.id] == position
+        }
         for position, item in found.duplicates.items():
             if dedupe.get(position):
                 prepared.duplicates[position] = item

@@ -144,3 +144,25 @@ async def test_another_principals_private_record_is_never_matched(
             await memory.call("MEMORY.GET", {"ids": [first.output.items[0].id]}, principal="alice")
         ).output.items
         assert kept.status == "active"
+
+
+async def test_one_record_contradicted_twice_in_one_write_is_superseded_once(
+    guarded: MemoryHarness,
+) -> None:
+    old, _ = await _write(guarded, "The staging cluster has 12 nodes in the eu region.")
+    output = await guarded.ok(
+        "MEMORY.WRITE",
+        {
+            "memories": [
+                {"content": "The staging cluster has 14 nodes in the eu region."},
+                {"content": "The staging cluster has 16 nodes in the eu region."},
+            ]
+        },
+    )
+    # The last statement supersedes the record; the earlier one is stored as a new record.
+    assert [o.outcome for o in output.outcomes] == [["created"], ["superseded"]]
+    assert output.outcomes[1].supersedes == old.id
+    (retired,) = (
+        await guarded.ok("MEMORY.GET", {"ids": [old.id], "include": ["superseded"]})
+    ).items
+    assert (retired.status, retired.version) == ("superseded", 2)
