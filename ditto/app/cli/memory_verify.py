@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ditto.app.cli.memory_common import JsonOption, print_json, progress_bar
+from ditto.app.cli.memory_common import JsonOption, NamespaceOption, print_json, progress_bar
 from ditto.app.cli.memory_locations import FORMS, locations_or_exit, on_stores
 from ditto.app.cli.output import EXIT_NOT_FOUND, console
 
@@ -54,6 +54,7 @@ def verify(
     second: Annotated[
         str, typer.Argument(help="The store to compare it with.", metavar="B", show_default=False)
     ],
+    namespace: NamespaceOption = None,
     with_history: Annotated[
         bool, typer.Option("--history", help="Compare the history entries too.")
     ] = False,
@@ -65,7 +66,7 @@ def verify(
     a, b = locations_or_exit((first, "A"), (second, "B"))
 
     async def run(store_a: MemoryStore, store_b: MemoryStore) -> list[_Namespace]:
-        return await _compare(store_a, store_b, with_history)
+        return await _compare(store_a, store_b, namespace, with_history)
 
     namespaces = on_stores([(a, True), (b, True)], run)
     equal = all(namespace.equal for namespace in namespaces)
@@ -85,14 +86,16 @@ def verify(
         raise typer.Exit(EXIT_NOT_FOUND)
 
 
-async def _compare(store_a: MemoryStore, store_b: MemoryStore, history: bool) -> list[_Namespace]:
+async def _compare(
+    store_a: MemoryStore, store_b: MemoryStore, only: str | None, history: bool
+) -> list[_Namespace]:
     from workers.memory.maintenance.checksums import store_checksums
 
     with progress_bar() as progress:
         task = progress.add_task("checksums", total=2)
-        sums_a = await store_checksums(store_a, history=history)
+        sums_a = await store_checksums(store_a, namespace=only, history=history)
         progress.advance(task)
-        sums_b = await store_checksums(store_b, history=history)
+        sums_b = await store_checksums(store_b, namespace=only, history=history)
         progress.advance(task)
     namespaces = []
     for name in sorted(sums_a.keys() | sums_b.keys()):

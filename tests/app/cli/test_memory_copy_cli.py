@@ -326,3 +326,49 @@ def test_a_configured_store_is_named_by_its_configuration(seeded: Path, tmp_path
     _assert_equal(f"sqlite://{seeded}", f"markdown:{tmp_path}/md")
     listed = invoke_cli("memory", "stats", "--json", "--config", str(config))
     assert listed.exit_code == 0, listed.stderr
+
+
+def test_one_namespace_is_copied_and_verified_alone(seeded: Path, tmp_path: Path) -> None:
+    source, target = f"sqlite://{seeded}", f"sqlite:{tmp_path}/ops.sqlite"
+    report = _copy(source, target, "--namespace", "team/ops")
+    assert report["records"]["new"] > 0
+    code, whole = _verify(source, target)
+    assert code == 1
+    assert {n["namespace"] for n in whole["namespaces"] if n["equal"]} == {"team/ops"}
+    only = invoke_cli("memory", "verify", source, target, "--namespace", "team/ops", "--history")
+    assert only.exit_code == 0, only.stdout
+    assert "equal: both hold the same records and history entries" in only.stdout
+
+
+def test_vectors_are_left_to_reindex_on_dst(tmp_path: Path) -> None:
+    from workers.memory.retrieval.embeddings import HashingEmbedder
+
+    source, target = tmp_path / "source.sqlite", tmp_path / "target.sqlite"
+
+    async def seed() -> None:
+        from ditto import create_ditto
+        from workers.memory import create_memory_worker
+
+        async with SqliteMemoryStore(source) as store:
+            worker = create_memory_worker(store, embedder=HashingEmbedder(64))
+            async with create_ditto(workers=[worker]) as runtime:
+                memories = [{"content": "tea at five"}, {"content": "espresso at nine"}]
+                (await runtime.invoke("MEMORY.WRITE", {"memories": memories})).unwrap()
+
+    anyio.run(seed)
+    copied = invoke_cli("memory", "copy", f"sqlite://{source}", f"sqlite://{target}")
+    assert copied.exit_code == 0, copied.stderr
+    assert "were not copied: run `ditto memory reindex`" in copied.stderr
+    config = tmp_path / "target.yaml"
+    config.write_text(
+        f"workers:\n  memory:\n    sqlite_path: '{target}'\n"
+        "    embedder:\n      kind: hashing\n      dimension: 64\n"
+    )
+    reindexed = invoke_cli("memory", "reindex", "--json", "--config", str(config))
+    assert reindexed.exit_code == 0, reindexed.stderr
+    assert json.loads(reindexed.stdout)["embedded"] == 2
+    found = invoke_cli(
+        "memory", "search", "tea", "--strategy", "vector", "--json", "--config", str(config)
+    )
+    assert found.exit_code == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["memory"]["content"] == "tea at five"

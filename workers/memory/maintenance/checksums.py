@@ -102,17 +102,21 @@ def entry_digest(entry: HistoryEntry) -> int:
 
 
 async def store_checksums(
-    store: MemoryStore, *, history: bool = False, size: int = PAGE
+    store: MemoryStore,
+    *,
+    namespace: str | None = None,
+    history: bool = False,
+    size: int = PAGE,
 ) -> dict[str, NamespaceChecksums]:
     """Count and checksum per namespace of every record (archived and hidden ones included)
     and with ``history`` of every history entry (a deleted record's under the namespace it
-    had), in one pass with flat memory.
+    had), in one pass with flat memory; only ``namespace`` when given.
 
     Raises:
         MemoryStoreError: ``UNSUPPORTED`` for ``history`` on a store without it.
     """
     found: dict[str, NamespaceChecksums] = defaultdict(NamespaceChecksums)
-    async for page in read_pages(store, history=history, size=size):
+    async for page in read_pages(store, namespace=namespace, history=history, size=size):
         for item in page.records:
             found[item.namespace].records.add(record_digest(item))
         for entry in page.entries:

@@ -278,15 +278,15 @@ async def _key_holders(
     holders: list[str] = []
     for namespace, keys in wanted.items():
         for held in await target.get([], list(keys), namespace):
-            record = keys.get(held.key or "")
-            if record is None or held.status != "active" or held.id == record.id:
+            wanting = keys.get(held.key or "")
+            if wanting is None or held.status != "active" or held.id == wanting.id:
                 continue
             moved = incoming.get(held.id)
             if moved is not None and (moved.status != "active" or moved.key != held.key):
                 continue  # restored in this page off the key, before the key is taken
             if not overwrite:
                 raise TransferConflict(
-                    record, held, f"its key {record.key!r} belongs to record {held.id} there"
+                    wanting, held, f"its key {wanting.key!r} belongs to record {held.id} there"
                 )
             holders.append(held.id)
     return holders
