@@ -44,7 +44,7 @@ def copy(
         bool,
         typer.Option(
             "--history/--no-history",
-            help="Copy the history too, deleted records' included (default: yes).",
+            help="Copy the history too, deleted records' included.",
         ),
     ] = True,
     overwrite: Annotated[
@@ -74,7 +74,9 @@ def copy(
     src, dst = locations_or_exit((source, "SRC"), (target, "DST"))
     done = {"records": 0}
 
-    async def run(source_store: MemoryStore, target_store: MemoryStore) -> tuple[Any, Any]:
+    async def run(
+        source_store: MemoryStore, target_store: MemoryStore
+    ) -> tuple[TransferCounts, str | None]:
         with progress_bar(rate="records") as progress:
             tasks = {
                 "records": progress.add_task("records", total=None),
