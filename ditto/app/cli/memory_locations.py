@@ -105,9 +105,11 @@ def _memory(role: str, **values: Any) -> Settings:
         return Settings.model_validate({"workers": {"memory": values}})
     except ValidationError:  # pydantic's message names an environment variable, not SRC
         kind = values["backend"]
-        raise LocationError(f"{role}: not a valid {_EXAMPLES[kind]}") from None
+        hint = "" if kind in ("sqlite", "markdown") else _ENCODE_HINT
+        raise LocationError(f"{role}: not a valid {_EXAMPLES[kind]}{hint}") from None
 
 
+_ENCODE_HINT = "; percent-encode a '/', '?', '#' or '@' in the user name or password"
 _EXAMPLES = {
     "sqlite": "SQLite path",
     "markdown": "Markdown folder",
