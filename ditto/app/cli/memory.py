@@ -3,10 +3,12 @@
 ``list``, ``get`` and ``search`` go through the MEMORY nodes (as ``--principal`` when access
 control is on), so the CLI sees exactly what an application sees. ``stats``, ``history``,
 ``export``, ``import``, ``hygiene`` and ``audit`` are administration: they act on the store
-itself. Rich tables by default, ``--json`` for scripts, progress bars on standard error.
+itself; ``copy`` and ``verify`` act on two stores named on the command line. Rich tables
+by default, ``--json`` for scripts, progress bars on standard error.
 
 Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``), 2 usage or configuration
-error, 3 the store failed or cannot be reached, 4 access control refused the call.
+error, 3 the store failed or cannot be reached, 4 access control refused the call (``verify``:
+1 means the stores differ).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from ditto.app.cli.memory_common import (
     preview,
     print_json,
 )
+from ditto.app.cli.memory_copy import copy
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
 from ditto.app.cli.memory_import import import_records
 from ditto.app.cli.memory_transfer import export
+from ditto.app.cli.memory_verify import verify
 from ditto.app.cli.memory_why import why
 from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
 from ditto.app.config import Settings
@@ -385,6 +389,8 @@ def history(
 
 memory_app.command("export")(export)
 memory_app.command("import")(import_records)
+memory_app.command("copy")(copy)
+memory_app.command("verify")(verify)
 memory_app.command("hygiene")(hygiene)
 memory_app.command("audit")(audit)
 memory_app.command("reindex")(reindex)

@@ -25,7 +25,6 @@ from ditto.app.cli.output import errors, fail_usage, settings_or_exit
 from ditto.errors import DittoError, ErrorCode
 
 if TYPE_CHECKING:
-    from workers.memory import HistoryEntry, MemoryItem
     from workers.memory.model.contracts import ExportLine
     from workers.memory.ports import MemoryStore
 
@@ -212,11 +211,16 @@ async def _batches(
 
 async def _check(store: MemoryStore, chunk: list[Line]) -> None:
     """Refuse a record that takes a key another record holds (in the store, or earlier in the
-    chunk): storing it would fail half way through."""
+    chunk): storing it would fail half way through. Only active records hold their key
+    (superseded, contested and quarantined ones share it with the one that holds it)."""
     keys: dict[str, dict[str, tuple[int, str]]] = {}
+    statuses: dict[str, str] = {}
     for number, line in chunk:
         record = line.record
-        if record is None or record.key is None:
+        if record is None:
+            continue
+        statuses[record.id] = record.status
+        if record.key is None or record.status != "active":
             continue
         held = keys.setdefault(record.namespace, {})
         if held.get(record.key, (0, record.id))[1] != record.id:
@@ -231,7 +235,12 @@ async def _check(store: MemoryStore, chunk: list[Line]) -> None:
         for item in await store.get([], list(held), namespace):
             assert item.key is not None
             number, id = held[item.key]
-            if item.id != id:
+            # A holder this chunk stores as superseded (or contested, ...) lets go of the key.
+            if (
+                item.id != id
+                and item.status == "active"
+                and statuses.get(item.id, "active") == "active"
+            ):
                 raise _BadLine(
                     number,
                     f"key {item.key!r} in namespace {namespace!r} belongs to another record "
@@ -255,19 +264,19 @@ async def _stored(store: MemoryStore, chunk: list[Line], tally: _Tally) -> None:
 
 
 async def _store(store: MemoryStore, chunk: list[Line], tally: _Tally) -> None:
-    from workers.memory.ports import HistoryLog, RecordImport, require
+    """Store a chunk as a copy would, except that a record the store holds differently is
+    replaced (the file is what the user asked for; :func:`_check` refused key conflicts)."""
+    from workers.memory.maintenance.transfer import Page, TransferCounts, write_page
 
-    records: list[MemoryItem] = [line.record for _, line in chunk if line.record is not None]
-    entries: list[HistoryEntry] = [line.entry for _, line in chunk if line.entry is not None]
+    page = Page(
+        records=[line.record for _, line in chunk if line.record is not None],
+        entries=[line.entry for _, line in chunk if line.entry is not None],
+    )
+    counts = TransferCounts()
+    await write_page(store, page, counts, overwrite=True)
     tally.lines += len(chunk)
-    held = {item.id: item for item in await store.get([r.id for r in records], [], "default")}
-    changed = [record for record in records if held.get(record.id) != record]
-    if changed:  # records first: a history line may follow its record in the chunk
-        await require(store, RecordImport).restore(changed)
-    tally.new += sum(record.id not in held for record in changed)
-    tally.replaced += sum(record.id in held for record in changed)
-    tally.unchanged += len(records) - len(changed)
-    if entries:
-        added = await require(store, HistoryLog).restore_history(entries)
-        tally.history_added += added
-        tally.history_held += len(entries) - added
+    tally.new += counts.new
+    tally.replaced += counts.updated + counts.overwritten
+    tally.unchanged += counts.unchanged
+    tally.history_added += counts.history_added
+    tally.history_held += counts.history_held

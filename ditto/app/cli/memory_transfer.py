@@ -51,9 +51,7 @@ def export(
     records' too), as JSON lines, page by page. A file is written beside its target and
     renamed into place when complete: a failed export leaves no half file, and never touches
     the store."""
-    from workers.memory import MemoryFilter
-    from workers.memory.model.contracts import HIDDEN_ALL
-    from workers.memory.ports import HistoryLog, require
+    from workers.memory.maintenance.transfer import everything, read_pages
 
     settings = settings_or_exit(config)
     target = (
@@ -61,34 +59,26 @@ def export(
     )
     encoder = msgspec.json.Encoder()
     buffer = bytearray()
-    # Every record: archived, superseded, contested, quarantined and expired ones too.
-    everything = MemoryFilter(namespace=namespace, archived="include", include=list(HIDDEN_ALL))
 
     async def run(store: MemoryStore) -> tuple[int, int]:
         with _output(target) as out, progress_bar() as progress:
-            task = progress.add_task("exporting", total=await store.count(everything))
-            count = 0
-            async for page in store.pages(everything, _EXPORT_PAGE):
-                for item in page:
+            records = progress.add_task("exporting", total=await store.count(everything(namespace)))
+            entries = progress.add_task("history", total=None, visible=False)
+            done = {records: 0, entries: 0}
+            pages = read_pages(store, namespace=namespace, history=with_history)
+            async for page in pages:
+                task = records if page.records else entries
+                for item in page.records:
                     encoder.encode_into({"type": "record", "record": item}, buffer, -1)
+                    buffer.extend(b"\n")
+                for entry in page.entries:
+                    encoder.encode_into({"type": "history", "entry": entry}, buffer, -1)
                     buffer.extend(b"\n")
                 out.write(buffer)  # one write per page: flat memory, few system calls
                 buffer.clear()
-                count += len(page)
-                progress.update(task, completed=count)
-            entries = 0
-            if with_history:
-                log = require(store, HistoryLog)
-                task = progress.add_task("history", total=None)
-                async for entries_page in log.history_pages(namespace=namespace, size=_EXPORT_PAGE):
-                    for entry in entries_page:
-                        encoder.encode_into({"type": "history", "entry": entry}, buffer, -1)
-                        buffer.extend(b"\n")
-                    out.write(buffer)
-                    buffer.clear()
-                    entries += len(entries_page)
-                    progress.update(task, completed=entries)
-            return count, entries
+                done[task] += len(page.records) + len(page.entries)
+                progress.update(task, completed=done[task], visible=True)
+            return done[records], done[entries]
 
     count, entries = on_store(settings, run, reading=True)
     extra = f" and {entries} history entries" if with_history else ""

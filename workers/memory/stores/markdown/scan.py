@@ -165,9 +165,11 @@ class FolderScan(FolderState):
         if base is not None:
             merged = {**_fields_of(base), **fields}
             item = to_item(merged, parsed.content)
-            if item == base or item.version > base.version:
+            if item == base or item.version > base.version or _usage_only(item, base):
                 # Another store's write, checked by it. Not checked here: the key's former
-                # holder may be in a file this scan has not reached yet.
+                # holder may be in a file this scan has not reached yet. Usage counters are
+                # no edit: they change without a version or a history entry (a record
+                # imported with its usage differs so from its last history entry).
                 return item, None
             source = "file" if item.source == base.source else item.source
             edit = msgspec.structs.replace(
@@ -249,6 +251,12 @@ class FolderScan(FolderState):
         last = self.last.get(state.id)
         if item is not None and (last is None or last.change != "delete"):
             entries.append(history_entry(item, "delete", now))
+
+
+def _usage_only(item: MemoryItem, base: MemoryItem) -> bool:
+    """Whether ``item`` is ``base`` with other usage counters."""
+    unused = {"usage_count": 0, "last_used_at": None}
+    return msgspec.structs.replace(item, **unused) == msgspec.structs.replace(base, **unused)
 
 
 _NOT_COPIED = (

@@ -46,10 +46,17 @@ async def migrate(driver: SqlDriver) -> bytes:
             known = {row[0] for row in names}
             collation = next(name for name in (*_COLLATIONS, "utf8mb4_bin") if name in known)
             table = f"ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={collation}"
-            await bound.execute(
-                "CREATE TABLE IF NOT EXISTS ditto_meta (name VARCHAR(64) PRIMARY KEY, "
-                f"value VARBINARY(255) NOT NULL) {table}"
+            # Asked first, not CREATE ... IF NOT EXISTS or INSERT IGNORE below: both leave a
+            # server warning that asyncmy logs on every open (the migrate lock is held).
+            exists = await bound.rows(
+                "SELECT 1 FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'ditto_meta'"
             )
+            if not exists:
+                await bound.execute(
+                    "CREATE TABLE ditto_meta (name VARCHAR(64) PRIMARY KEY, "
+                    f"value VARBINARY(255) NOT NULL) {table}"
+                )
             rows = await bound.rows("SELECT value FROM ditto_meta WHERE name = 'schema_version'")
             current = int(bytes(rows[0][0]).decode()) if rows else 0
             steps = MIGRATIONS(table)
@@ -72,7 +79,8 @@ async def migrate(driver: SqlDriver) -> bytes:
                 )
             await bound.execute(
                 convert(
-                    "INSERT IGNORE INTO ditto_meta (name, value) VALUES ('cursor_secret', ?)",
+                    "INSERT INTO ditto_meta (name, value) VALUES ('cursor_secret', ?) "
+                    "ON DUPLICATE KEY UPDATE name = name",
                     style,
                 ),
                 (secrets.token_bytes(32),),
