@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from workers.memory.model.contracts import (
+    Change,
     HistoryEntry,
     MemoryDraft,
     MemoryItem,
@@ -34,6 +35,7 @@ __all__ = (
     "history_of",
     "new_item",
     "plan_writes",
+    "retire",
 )
 
 
@@ -331,9 +333,7 @@ def _supersede_or_contest(
         contested = msgspec.structs.replace(fresh, status="contested", contests=stored.id)
         return WriteStep("contest", contested, history_entry(contested, "create", now))
     successor = msgspec.structs.replace(fresh, supersedes=stored.id)
-    retired = msgspec.structs.replace(
-        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
-    )
+    retired = retire(stored, now)
     return WriteStep(
         "supersede",
         successor,
@@ -343,8 +343,15 @@ def _supersede_or_contest(
     )
 
 
-Change = Literal["create", "upsert", "update", "archive", "supersede", "delete"]
+def retire(stored: MemoryItem, now: datetime) -> MemoryItem:
+    """``stored`` superseded at ``now``: it gives its key up and stays, no longer true, for
+    history and ``as_of`` reads (a new version)."""
+    return msgspec.structs.replace(
+        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
+    )
 
 
-def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
-    return HistoryEntry(item.id, item.version, change, at, item)
+def history_entry(
+    item: MemoryItem, change: Change, at: datetime, reviewer: str | None = None
+) -> HistoryEntry:
+    return HistoryEntry(item.id, item.version, change, at, item, reviewer)

@@ -182,4 +182,6 @@ def MIGRATIONS(table: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE TABLE memory_key_locks (`key_hash` BINARY(32) NOT NULL PRIMARY KEY) {table}",
         ),
         VECTOR_STEPS(table),
+        # Who decided a review (accept, reject): a person, named on the history entries.
+        ("ALTER TABLE memory_history ADD COLUMN `reviewer` VARCHAR(1024) NULL",),
     )

@@ -169,6 +169,8 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"CREATE INDEX memories_expires ON {s}.memories (expires_at) "
             "WHERE expires_at IS NOT NULL",
         ),
+        # Who decided a review (accept, reject): a person, named on the history entries.
+        (f"ALTER TABLE {s}.memory_history ADD COLUMN reviewer text",),
     )
 
 

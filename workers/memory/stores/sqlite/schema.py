@@ -133,7 +133,12 @@ _V6 = (
     "CREATE INDEX memories_expires ON memories(expires_at) WHERE expires_at IS NOT NULL",
 )
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_V7 = (
+    # Who decided a review (accept, reject): a person, named on the history entries.
+    "ALTER TABLE memory_history ADD COLUMN reviewer TEXT",
+)
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
