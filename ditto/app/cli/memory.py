@@ -1,12 +1,14 @@
 """``ditto memory``: inspect and govern the memory store ``ditto.yaml`` configures.
 
-``list``, ``get`` and ``search`` go through the MEMORY nodes (as ``--principal`` when access
-control is on), so the CLI sees exactly what an application sees. ``stats``, ``history``,
-``export``, ``import``, ``hygiene`` and ``audit`` are administration: they act on the store
-itself. Rich tables by default, ``--json`` for scripts, progress bars on standard error.
+``list``, ``get``, ``search``, ``why`` and ``review`` go through the MEMORY nodes (as
+``--principal`` when access control is on), so the CLI sees exactly what an application sees.
+``stats``, ``history``, ``export``, ``import``, ``hygiene`` and ``audit`` are administration:
+they act on the store itself. Rich tables by default, ``--json`` for scripts, progress bars on
+standard error.
 
-Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``), 2 usage or configuration
-error, 3 the store failed or cannot be reached, 4 access control refused the call.
+Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``, a record to review), 2
+usage or configuration error, 3 the store failed, cannot be reached or refused the change
+(``CONFLICT``), 4 access control refused the call.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ditto.app.cli.memory_common import (
 )
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
 from ditto.app.cli.memory_import import import_records
+from ditto.app.cli.memory_review import review
 from ditto.app.cli.memory_transfer import export
 from ditto.app.cli.memory_why import why
 from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
@@ -389,3 +392,4 @@ memory_app.command("hygiene")(hygiene)
 memory_app.command("audit")(audit)
 memory_app.command("reindex")(reindex)
 memory_app.command("why")(why)
+memory_app.command("review")(review)

@@ -67,7 +67,7 @@ DEFAULT_CATEGORY = "core"
 Limit = Annotated[int, Meta(ge=1, le=10_000)]
 """Every limit is an integer from 1 to 10,000."""
 MAX_BATCH = 10_000
-"""Most records, ids or keys one call may name (a WRITE, UPDATE, GET or DELETE batch)."""
+"""Most records, ids or keys one call may name (a WRITE, UPDATE, GET, DELETE or REVIEW batch)."""
 MAX_FILTER_TAGS = 100
 """Most tags one filter may list (``tags_any``, ``tags_all``)."""
 MAX_FILTER_METADATA = 32
