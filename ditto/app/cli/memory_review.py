@@ -84,8 +84,8 @@ def _decide(
     principal: str | None,
     as_json: bool,
 ) -> None:
-    decisions = [{"id": id, "decision": "accept"} for id in accepted]
-    decisions += [{"id": id, "decision": "reject"} for id in rejected]
+    decisions = [{"id": record, "decision": "accept"} for record in accepted]
+    decisions += [{"id": record, "decision": "reject"} for record in rejected]
     request: dict[str, Any] = {"decisions": decisions}
     if namespace is not None:
         request["namespace"] = namespace

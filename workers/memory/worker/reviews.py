@@ -6,6 +6,7 @@ from __future__ import annotations
 from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import DEFAULT_NAMESPACE
 from workers.memory.model.errors import MemoryStoreError, not_found
+from workers.memory.model.review_plan import keys_to_review
 from workers.memory.model.reviews import ReviewInput, ReviewOutcome, ReviewOutput
 from workers.memory.model.validation import check_input
 from workers.memory.worker.access import AccessGuard
@@ -53,8 +54,9 @@ class ReviewNodes(NodeBase):
     ) -> None:
         """Refuse ids outside the request's namespace (``NOT_FOUND``, as a missing one: never
         a hint that the record exists elsewhere), then what access control refuses (or, in
-        observe mode, reports). A record's namespace never changes, so this read is safe to
-        make before the store's transaction, which checks the rest again."""
+        observe mode, reports) of the records the review changes: those it decides, and the
+        holders accepted records supersede. A record's namespace never changes, so this read is
+        safe to make before the store's transaction, whose guard checks again."""
         found = check_items(
             await self.store.get(ids, [], DEFAULT_NAMESPACE), "GET output", unique=False
         )
@@ -67,14 +69,18 @@ class ReviewNodes(NodeBase):
                         f"no record with id {item_id!r} in namespace {request.namespace!r}"
                     )
         if self.access.checks:
+            changed = [stored[item_id] for item_id in ids if item_id in stored]
+            # An accept also changes its key's holder (it supersedes it).
+            for namespace, key in keys_to_review(request.decisions, stored):
+                holders = await self.store.get([], [key], namespace)
+                changed += [
+                    item
+                    for item in check_items(holders, "GET output", unique=False)
+                    if item.status == "active" and (item.namespace, item.key) == (namespace, key)
+                ]
             rules = AccessGuard(principal)
             await self.access.screen(
-                ctx,
-                [
-                    (item_id, rules.review_refusal(stored[item_id]))
-                    for item_id in ids
-                    if item_id in stored
-                ],
+                ctx, [(item.id, rules.review_refusal(item)) for item in changed]
             )
 
     async def _audit(self, ctx: NodeContext, outcomes: list[ReviewOutcome]) -> None:

@@ -14,9 +14,16 @@ import pytest
 from ditto import ErrorCode, create_ditto
 from tests.workers.memory.conformance.helpers import code_of
 from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
-from workers.memory import AccessPolicy, MemoryStore, create_memory_worker
+from workers.memory import (
+    AccessPolicy,
+    MemoryStore,
+    MemoryStoreError,
+    ReviewDecision,
+    create_memory_worker,
+)
 from workers.memory.policy.config import StageModes, WritePolicy
 from workers.memory.ports import AuditLog, HistoryLog
+from workers.memory.worker.access import AccessGuard
 
 pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
 
@@ -283,3 +290,67 @@ async def _contested_as(memory: MemoryHarness, principal: str) -> tuple[Any, Any
         "MEMORY.WRITE", {"memories": [claim], "mode": "upsert"}, principal=principal
     )
     return first.unwrap().items[0], second.unwrap().items[0]
+
+
+async def test_reviews_and_writes_of_one_key_at_once_keep_one_holder(held: MemoryHarness) -> None:
+    """A review and writes of the same key, all at once: each waits for the other (no
+    deadlock, no unique-key failure) and the key ends with exactly one active record."""
+    import anyio
+
+    claims = []
+    for n in range(4):
+        fact = {"key": f"k{n}", "content": f"fact {n}", "trust": "verified"}
+        await _write(held, fact)
+        claim = {"key": f"k{n}", "content": f"claim {n}", "trust": "agent"}
+        claims.append((await _write(held, claim, mode="upsert")).items[0])
+    results: list[Any] = []
+
+    async def accept(record: Any) -> None:
+        results.append(await _review(held, {"id": record.id, "decision": "accept"}))
+
+    async def rewrite(n: int) -> None:
+        draft = {"key": f"k{n}", "content": f"newer fact {n}", "trust": "verified"}
+        results.append(await held.call("MEMORY.WRITE", {"memories": [draft], "mode": "upsert"}))
+
+    async with anyio.create_task_group() as group:
+        for n, claim in enumerate(claims):
+            group.start_soon(accept, claim)
+            group.start_soon(rewrite, n)
+    assert all(result.ok for result in results), [r.error for r in results if not r.ok]
+    everything = await held.ok(
+        "MEMORY.QUERY", {"filter": {"include": ["superseded", "contested"]}, "limit": 100}
+    )
+    for n in range(4):
+        active = [i for i in everything.items if i.key == f"k{n}" and i.status == "active"]
+        assert len(active) == 1, active
+
+
+async def test_an_accept_may_not_supersede_a_record_the_reviewer_cannot_see(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    store = await open_store()
+    policy = WritePolicy(StageModes(contradiction="enforce"))
+    access = AccessPolicy("enforce", default_visibility="private")
+    worker = create_memory_worker(store, clock=store_env.clock, policy=policy, access=access)
+    async with create_ditto(workers=[worker]) as runtime:
+        memory = MemoryHarness(runtime, store, store_env.clock)
+        fact = {"key": "diary", "content": "bob's own fact", "trust": "verified"}
+        claim = {"key": "diary", "content": "a shared guess", "trust": "agent"}
+        await memory.call("MEMORY.WRITE", {"memories": [fact]}, principal="bob")
+        written = await memory.call(
+            "MEMORY.WRITE",
+            {"memories": [{**claim, "visibility": "shared"}], "mode": "upsert"},
+            principal="bob",
+        )
+        (contested,) = written.unwrap().items
+        assert (contested.status, contested.visibility) == ("contested", "shared")
+        refused = await _review(memory, {"id": contested.id, "decision": "accept"}, principal="al")
+        assert code_of(refused) == ErrorCode.FORBIDDEN
+        # The store's own guard refuses it too, inside its transaction.
+        with pytest.raises(MemoryStoreError) as inside:
+            await store.review([ReviewDecision(contested.id, "accept")], "al", AccessGuard("al"))
+        assert inside.value.code == ErrorCode.FORBIDDEN
+        accepted = await _review(
+            memory, {"id": contested.id, "decision": "accept"}, principal="bob"
+        )
+        assert accepted.ok, accepted.error
