@@ -373,12 +373,13 @@ def history(
     else:
         table = Table(title=f"history of {escape(ref)}")
         several = len({entry.id for entry in entries}) > 1
-        columns = ("id",) * several + ("version", "change", "at", "content")
-        for column in columns:
+        reviewed = any(entry.reviewer for entry in entries)  # a review names who decided
+        columns = ("id",) * several + ("version", "change", "at") + ("reviewer",) * reviewed
+        for column in (*columns, "content"):
             table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
         for entry in entries:
             cells = [str(entry.version), entry.change, f"{entry.at:%Y-%m-%d %H:%M:%S}"]
-            cells.append(escape(preview(entry.record)))
+            cells += [escape(entry.reviewer or "-")] * reviewed + [escape(preview(entry.record))]
             table.add_row(*([escape(entry.id)] if several else []), *cells)
         console.print(table)
     if not entries:

@@ -81,6 +81,10 @@ def test_accept_and_reject_in_one_review(held: tuple[Path, dict[str, Any]]) -> N
     )
     assert f"rejected {ids['quarantined']}: deleted (its history keeps it)" in done.stdout
     assert _review(config).stderr.strip() == "nothing waits for review"
+    history = invoke_cli("memory", "history", ids["fact"], "--config", str(config))
+    assert "reviewer" in history.stdout
+    assert "supersede" in history.stdout
+    assert "ana" in history.stdout
     with Memory(load_config(config).workers.memory.sqlite_file) as memory:
         current = memory.get("user:city")
         assert current is not None

@@ -92,7 +92,7 @@ def plan_reviews(
         holders: The active record of each key in :func:`keys_to_review` that has one.
         now: The review's time.
         reviewer: Who decides (the calling principal).
-        guard: Checked on each record the review changes, before anything is planned.
+        guard: Checked on each record the review changes (a refusal plans nothing).
 
     Raises:
         MemoryStoreError: ``NOT_FOUND`` for an id not in ``stored``; ``CONFLICT`` for a record
