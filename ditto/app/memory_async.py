@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ditto.runtime import Ditto
-    from workers.memory import HistoryEntry, MemoryItem, SearchHit
+    from workers.memory import HistoryEntry, MemoryItem, ReviewOutcome, SearchHit
     from workers.memory.model.outcomes import MissExplanation
     from workers.memory.ports import MemoryStore
     from workers.memory.retrieval.embeddings import Embedder
@@ -34,6 +34,8 @@ class AsyncMemory:
     ``id`` of what ``add`` returns) or by its key: ``get``, ``update``, ``forget`` and
     ``history`` look the argument up as an id first, then as a key, both in the namespace
     (``MEMORY.GET`` answers ids first), so an id never reaches a record of another namespace.
+    ``review`` lists what the write policy held back for a person; ``accept`` and ``reject``
+    take an id (the principal, if any, is the reviewer history names).
 
     Args:
         location: A SQLite file or a ``postgresql://`` URL (needs the ``postgres`` extra:
@@ -235,6 +237,60 @@ class AsyncMemory:
         return bool(output.deleted)
 
     delete = forget
+
+    async def review(
+        self, *, limit: int = 100, namespace: str | None = None
+    ) -> builtins.list[MemoryItem]:
+        """Records waiting for a person, oldest first (at most ``limit``, 1 to 10,000):
+        ``contested`` ones (a lower-trust claim kept beside the record it contradicts, named
+        by its ``contests``) and ``quarantined`` ones (the safety stage held them). Reads
+        leave both out until a person accepts or rejects them (:meth:`accept`,
+        :meth:`reject`)."""
+        pending = ["contested", "quarantined"]
+        filter = {
+            "namespace": namespace or self.namespace,
+            "status": pending,
+            "include": pending,
+            "archived": "include",
+        }
+        items: builtins.list[MemoryItem] = (
+            await self._call("MEMORY.QUERY", {"filter": filter, "limit": limit})
+        ).items
+        return items
+
+    async def accept(
+        self, id: str, *, expected_version: int | None = None, namespace: str | None = None
+    ) -> MemoryItem:
+        """Accept a contested or quarantined record (by id: its key names the record that
+        holds it): it becomes active and takes its key, and the record that held the key is
+        kept ``superseded`` (history and ``as_of`` reads still have it). Returns the record
+        as it now stands.
+
+        Raises:
+            NodeFailedError: ``NOT_FOUND`` (no such record in the namespace), ``CONFLICT``
+                (not contested or quarantined, expired, or ``expected_version`` is stale).
+        """
+        return (await self._decide(id, "accept", expected_version, namespace)).record
+
+    async def reject(
+        self, id: str, *, expected_version: int | None = None, namespace: str | None = None
+    ) -> MemoryItem:
+        """Reject a contested or quarantined record: it is deleted, and its history keeps it
+        under a ``reject`` entry. Returns the record as it stood when rejected.
+
+        Raises:
+            NodeFailedError: ``NOT_FOUND`` (no such record in the namespace), ``CONFLICT``
+                (not contested or quarantined, or ``expected_version`` is stale).
+        """
+        return (await self._decide(id, "reject", expected_version, namespace)).record
+
+    async def _decide(
+        self, id: str, decision: str, expected_version: int | None, namespace: str | None
+    ) -> ReviewOutcome:
+        made = {"id": id, "decision": decision, "expected_version": expected_version}
+        request = {"decisions": [made], "namespace": namespace or self.namespace}
+        outcome: ReviewOutcome = (await self._call("MEMORY.REVIEW", request)).items[0]
+        return outcome
 
     async def history(
         self, id_or_key: str, *, namespace: str | None = None

@@ -190,6 +190,28 @@ class Memory:
 
     delete = forget
 
+    def review(
+        self, *, limit: int = 100, namespace: str | None = None
+    ) -> builtins.list[MemoryItem]:
+        """See :meth:`AsyncMemory.review`."""
+        return self._run(self._async.review(limit=limit, namespace=namespace))
+
+    def accept(
+        self, id: str, *, expected_version: int | None = None, namespace: str | None = None
+    ) -> MemoryItem:
+        """See :meth:`AsyncMemory.accept`."""
+        return self._run(
+            self._async.accept(id, expected_version=expected_version, namespace=namespace)
+        )
+
+    def reject(
+        self, id: str, *, expected_version: int | None = None, namespace: str | None = None
+    ) -> MemoryItem:
+        """See :meth:`AsyncMemory.reject`."""
+        return self._run(
+            self._async.reject(id, expected_version=expected_version, namespace=namespace)
+        )
+
     def history(
         self, id_or_key: str, *, namespace: str | None = None
     ) -> builtins.list[HistoryEntry]:

@@ -407,6 +407,18 @@ MEMORY_PAYLOADS: dict[str, st.SearchStrategy[Any]] = {
     ),
     "MEMORY.UPDATE": obj({"updates": st.lists(patch, max_size=3)}, {}),
     "MEMORY.DELETE": obj({"ids": st.lists(ids, max_size=3)}, {}),
+    "MEMORY.REVIEW": obj(
+        {
+            "decisions": st.lists(
+                obj(
+                    {"id": ids, "decision": st.sampled_from(["accept", "reject"])},
+                    {"expected_version": st.integers(1, 3)},
+                ),
+                max_size=3,
+            )
+        },
+        {"namespace": namespaces},
+    ),
 }
 
 
@@ -485,6 +497,7 @@ test_memory_search_survives_hostile_input = _memory_fuzz("MEMORY.SEARCH")
 test_memory_write_survives_hostile_input = _memory_fuzz("MEMORY.WRITE")
 test_memory_update_survives_hostile_input = _memory_fuzz("MEMORY.UPDATE")
 test_memory_delete_survives_hostile_input = _memory_fuzz("MEMORY.DELETE")
+test_memory_review_survives_hostile_input = _memory_fuzz("MEMORY.REVIEW")
 
 
 # --------------------------------------------------------------------------- CONTEXT

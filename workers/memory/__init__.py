@@ -1,8 +1,8 @@
-"""The MEMORY worker: durable agent memory behind six nodes.
+"""The MEMORY worker: durable agent memory behind seven nodes.
 
-``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE`` and ``DELETE`` over a pluggable
-:class:`MemoryStore` (``SqliteMemoryStore`` embedded by default, ``InProcessMemoryStore`` for
-tests) and an optional :class:`MemorySearchProvider`.
+``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE`` and ``REVIEW`` over a
+pluggable :class:`MemoryStore` (``SqliteMemoryStore`` embedded by default,
+``InProcessMemoryStore`` for tests) and an optional :class:`MemorySearchProvider`.
 
 Each name is imported on first use, so importing the package (or one of its ports) loads no
 store driver, numpy or the worker.
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     from workers.memory.model.errors import (
         MemoryErrorCode,
         MemoryStoreError,
+    )
+    from workers.memory.model.reviews import (
+        ReviewDecision,
+        ReviewInput,
+        ReviewOutcome,
+        ReviewOutput,
     )
     from workers.memory.ports import (
         AuditEvent,
@@ -93,6 +99,10 @@ __all__ = (
     "QueryOutput",
     "RetentionPolicy",
     "RetentionRule",
+    "ReviewDecision",
+    "ReviewInput",
+    "ReviewOutcome",
+    "ReviewOutput",
     "SearchHit",
     "SearchInput",
     "SearchOutput",
@@ -133,6 +143,10 @@ __getattr__ = lazy_attributes(
         "QueryOutput": "workers.memory.model.contracts",
         "RetentionPolicy": "workers.memory.maintenance.retention",
         "RetentionRule": "workers.memory.maintenance.retention",
+        "ReviewDecision": "workers.memory.model.reviews",
+        "ReviewInput": "workers.memory.model.reviews",
+        "ReviewOutcome": "workers.memory.model.reviews",
+        "ReviewOutput": "workers.memory.model.reviews",
         "SearchHit": "workers.memory.model.contracts",
         "SearchInput": "workers.memory.model.contracts",
         "SearchOutput": "workers.memory.model.contracts",

@@ -1,14 +1,14 @@
 """``ditto memory``: inspect and govern the memory store ``ditto.yaml`` configures.
 
-``list``, ``get`` and ``search`` go through the MEMORY nodes (as ``--principal`` when access
-control is on), so the CLI sees exactly what an application sees. ``stats``, ``history``,
-``export``, ``import``, ``hygiene`` and ``audit`` are administration: they act on the store
-itself; ``copy`` and ``verify`` act on two stores named on the command line. Rich tables
-by default, ``--json`` for scripts, progress bars on standard error.
+``list``, ``get``, ``search``, ``why`` and ``review`` go through the MEMORY nodes (as
+``--principal`` when access control is on), so the CLI sees exactly what an application sees.
+``stats``, ``history``, ``export``, ``import``, ``hygiene`` and ``audit`` are administration:
+they act on the store itself; ``copy`` and ``verify`` act on two stores named on the command
+line. Rich tables by default, ``--json`` for scripts, progress bars on standard error.
 
-Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``), 2 usage or configuration
-error, 3 the store failed or cannot be reached, 4 access control refused the call (``verify``:
-1 means the stores differ).
+Exit codes: 0 ok, 1 nothing found (``get``, ``search``, ``history``, a record to review), 2
+usage or configuration error, 3 the store failed, cannot be reached or refused the change
+(``CONFLICT``), 4 access control refused the call (``verify``: 1 means the stores differ).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ditto.app.cli.memory_common import (
 from ditto.app.cli.memory_copy import copy
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
 from ditto.app.cli.memory_import import import_records
+from ditto.app.cli.memory_review import review
 from ditto.app.cli.memory_transfer import export
 from ditto.app.cli.memory_verify import verify
 from ditto.app.cli.memory_why import why
@@ -374,12 +375,13 @@ def history(
     else:
         table = Table(title=f"history of {escape(ref)}")
         several = len({entry.id for entry in entries}) > 1
-        columns = ("id",) * several + ("version", "change", "at", "content")
-        for column in columns:
+        reviewed = any(entry.reviewer for entry in entries)  # a review names who decided
+        columns = ("id",) * several + ("version", "change", "at") + ("reviewer",) * reviewed
+        for column in (*columns, "content"):
             table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
         for entry in entries:
             cells = [str(entry.version), entry.change, f"{entry.at:%Y-%m-%d %H:%M:%S}"]
-            cells.append(escape(preview(entry.record)))
+            cells += [escape(entry.reviewer or "-")] * reviewed + [escape(preview(entry.record))]
             table.add_row(*([escape(entry.id)] if several else []), *cells)
         console.print(table)
     if not entries:
@@ -395,3 +397,4 @@ memory_app.command("hygiene")(hygiene)
 memory_app.command("audit")(audit)
 memory_app.command("reindex")(reindex)
 memory_app.command("why")(why)
+memory_app.command("review")(review)

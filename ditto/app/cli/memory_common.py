@@ -34,8 +34,10 @@ __all__ = (
     "ConfigOption",
     "JsonOption",
     "NamespaceOption",
+    "NodeCall",
     "call_nodes",
     "fail",
+    "on_nodes",
     "on_store",
     "preview",
     "print_json",
@@ -77,20 +79,37 @@ def call_nodes(
 ) -> list[Any]:
     """Run MEMORY calls on a runtime over the configured store, so the CLI sees exactly what an
     application sees; the outputs, in order."""
+
+    async def work(call: NodeCall) -> list[Any]:
+        return [await call(node, payload) for node, payload in calls]
+
+    return on_nodes(settings, work, principal)
+
+
+NodeCall = Callable[[str, dict[str, Any]], Awaitable[Any]]
+"""Runs one MEMORY call and returns its output (a failed call exits the command, coded)."""
+
+
+def on_nodes(
+    settings: Settings, work: Callable[[NodeCall], Awaitable[T]], principal: str | None = None
+) -> T:
+    """:func:`call_nodes` for calls that depend on earlier answers: ``work`` makes them, one
+    runtime over the configured store serving them all."""
     import anyio
 
     from ditto.app.bootstrap import open_runtime
 
-    async def run() -> list[Any]:
+    async def run() -> T:
         async with open_runtime(settings, existing=True) as runtime:
-            outputs = []
-            for node, payload in calls:
+
+            async def call(node: str, payload: dict[str, Any]) -> Any:
                 result = await runtime.invoke(node, payload, principal=principal)
                 if not result.ok:
                     assert result.error is not None
                     fail(result.error.code, result.error.message)
-                outputs.append(result.output)
-            return outputs
+                return result.output
+
+            return await work(call)
 
     try:
         return anyio.run(run)

@@ -35,6 +35,8 @@ from workers.memory import (
 from workers.memory.model.contracts import WriteMode
 from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import Clock, utc_now
+from workers.memory.model.review_plan import ReviewGuard
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import CAPABILITIES, QueryPosition
 from workers.memory.retrieval.vectors import Vectors
 from workers.memory.stores.markdown import MarkdownMemoryStore
@@ -89,6 +91,14 @@ class CrudOnlyStore(MemoryStore):
 
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         return await self.inner.delete(ids, guard)
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        return await self.inner.review(decisions, reviewer, guard)
 
 
 @dataclass

@@ -23,6 +23,7 @@ NODES = [
     "MEMORY.WRITE",
     "MEMORY.UPDATE",
     "MEMORY.DELETE",
+    "MEMORY.REVIEW",
 ]
 ALLOWED_FAILURES = {"INVALID_INPUT", "NOT_FOUND", "CONFLICT"}
 
@@ -113,6 +114,21 @@ payloads = st.one_of(
         }
     ),
     st.fixed_dictionaries({"ids": st.lists(st.text(max_size=5), max_size=3) | json_values}),
+    st.fixed_dictionaries(
+        {
+            "decisions": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.text(max_size=5) | json_values},
+                    optional={
+                        "decision": st.sampled_from(["accept", "reject", "maybe"]) | json_values,
+                        "expected_version": json_values,
+                    },
+                ),
+                max_size=2,
+            )
+        },
+        optional={"namespace": json_values},
+    ),
 )
 
 

@@ -4,9 +4,8 @@ record from a draft, its expiry, a history entry, and whether a record is live."
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
 
-from workers.memory.model.contracts import HistoryEntry, MemoryDraft, MemoryItem
+from workers.memory.model.contracts import Change, HistoryEntry, MemoryDraft, MemoryItem
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import new_id
 
@@ -65,8 +64,7 @@ def is_live(item: MemoryItem, now: datetime) -> bool:
     )
 
 
-Change = Literal["create", "upsert", "update", "archive", "supersede", "merge", "delete"]
-
-
-def history_entry(item: MemoryItem, change: Change, at: datetime) -> HistoryEntry:
-    return HistoryEntry(item.id, item.version, change, at, item)
+def history_entry(
+    item: MemoryItem, change: Change, at: datetime, reviewer: str | None = None
+) -> HistoryEntry:
+    return HistoryEntry(item.id, item.version, change, at, item, reviewer)

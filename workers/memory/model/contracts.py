@@ -1,8 +1,7 @@
-"""The MEMORY wire types: records, filters and the six nodes' inputs and outputs.
-
-Every type is a frozen ``msgspec.Struct``; the runtime converts dict inputs into them once, at
-the boundary, so a malformed input becomes ``INVALID_INPUT`` before the worker runs. Unknown
-fields are refused (``forbid_unknown_fields``): a typo in a filter must never silently widen it.
+"""The MEMORY wire types: records, filters and the nodes' inputs and outputs (REVIEW's are in
+``reviews``). Every type is a frozen ``msgspec.Struct``; the runtime converts dict inputs into
+them once, at the boundary, so a malformed input becomes ``INVALID_INPUT`` before the worker
+runs. Unknown fields are refused: a typo in a filter must never silently widen it.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from workers.memory.model.outcomes import (
+    Change,
     MissExplanation,
     MissTarget,
     Outcome,
@@ -27,6 +27,7 @@ __all__ = (
     "HIDDEN_ALL",
     "ArchivedMode",
     "AuditEntry",
+    "Change",
     "DeleteInput",
     "DeleteOutput",
     "ExportLine",
@@ -66,7 +67,7 @@ DEFAULT_CATEGORY = "core"
 Limit = Annotated[int, Meta(ge=1, le=10_000)]
 """Every limit is an integer from 1 to 10,000."""
 MAX_BATCH = 10_000
-"""Most records, ids or keys one call may name (a WRITE, UPDATE, GET or DELETE batch)."""
+"""Most records, ids or keys one call may name (a WRITE, UPDATE, GET, DELETE or REVIEW batch)."""
 MAX_FILTER_TAGS = 100
 """Most tags one filter may list (``tags_any``, ``tags_all``)."""
 MAX_FILTER_METADATA = 32
@@ -92,12 +93,11 @@ ArchivedMode = Literal["exclude", "include", "only"]
 RecordStatus = Literal["active", "superseded", "contested", "quarantined"]
 """Where a record stands in the write policy (handbook §9): ``active``; ``superseded`` by a
 later record of at least its trust (kept, with ``valid_to``, for history and ``as_of`` reads);
-``contested`` — stored beside a higher-trust record it contradicts, never replacing it; or
-``quarantined`` — held for a person's review (it looked unsafe). Only ``active`` records hold
-their key: the others share it with the record that holds it."""
+``contested`` (stored beside a higher-trust record it contradicts) or ``quarantined`` (it
+looked unsafe), both until a person accepts or rejects them (``MEMORY.REVIEW``). Only
+``active`` records hold their key: the others share it with the record that holds it."""
 Hidden = Literal["superseded", "contested", "quarantined", "expired"]
-"""What reads leave out unless a filter's ``include`` names it: records of those statuses, and
-records whose ``expires_at`` has passed."""
+"""What reads leave out unless a filter's ``include`` names it: those statuses, and expiry."""
 HIDDEN_ALL: tuple[Hidden, ...] = ("superseded", "contested", "quarantined", "expired")
 """Every hidden kind: what an export or a store-to-store copy includes."""
 TtlSeconds = Annotated[int, Meta(ge=1, le=100 * 365 * 86_400)]
@@ -196,9 +196,11 @@ class HistoryEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
 
     id: NonEmpty
     version: Annotated[int, Meta(ge=1, le=2**63 - 1)]
-    change: Literal["create", "upsert", "update", "archive", "supersede", "merge", "delete"]
+    change: Change
     at: Timestamp
     record: MemoryItem
+    reviewer: Name | None = None
+    """Who decided a review (``accept``, ``reject``, and the ``supersede`` an accept causes)."""
 
 
 class AuditEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
@@ -222,8 +224,7 @@ class AuditEntry(_Frozen, frozen=True, forbid_unknown_fields=True):
 
 
 class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
-    """A partial update of one record by id; fields left out keep their value. ``key`` cannot
-    be changed (it is not a field here, so sending it is ``INVALID_INPUT``)."""
+    """A partial update of one record by id; fields left out keep their value (no ``key``)."""
 
     id: NonEmpty
     content: Any | UnsetType = UNSET
@@ -238,9 +239,8 @@ class MemoryPatch(_Frozen, frozen=True, forbid_unknown_fields=True):
     archived: bool | UnsetType = UNSET
     """``True`` archives the record now (history records an ``archive``), ``False`` revives it."""
     expires_at: Timestamp | UnsetType | None = UNSET
-    """A new expiry (``None``: never expires). Give this or ``ttl``, not both."""
+    """A new expiry (``None``: never); or ``ttl``: seconds from the update (renews, revives)."""
     ttl: TtlSeconds | UnsetType = UNSET
-    """Seconds from the update until the record expires (renews it, or revives an expired one)."""
     expected_version: Annotated[int, Meta(ge=1)] | None = None
     """When given, the update fails with ``CONFLICT`` unless the stored version equals it."""
 
@@ -270,19 +270,19 @@ class MemoryFilter(_Frozen, frozen=True, forbid_unknown_fields=True):
     pinned: bool | None = None
     owner: Name | None = None
     visible_to: Name | None = None
-    """Only records this principal may see: shared ones and its own. Under access control the
-    worker sets it to the caller."""
+    """Only records this principal may see (shared, or its own); the ACL sets it to the caller."""
     archived: ArchivedMode = "exclude"
     include: Annotated[list[Hidden], Meta(max_length=4)] = msgspec.field(default_factory=list)
     """Hidden records to see too: ``superseded``, ``contested``, ``quarantined``, ``expired``
     (by default reads see active, unexpired records only)."""
     as_of: Timestamp | None = None
-    """Only records valid at this moment: valid from it or earlier (``valid_from``, else
-    ``created_at``), not yet invalid (``valid_to``) or expired then. Superseded records count
-    (they were the truth then); contested and quarantined ones only when included."""
+    """Only records valid at this moment (from ``valid_from``, else ``created_at``, until
+    ``valid_to`` or expiry): superseded ones count, contested and quarantined only if included."""
     expires_before: Timestamp | None = None
     """Only records that expire before this moment (include ``expired`` to see those that
     already have: what hygiene sweeps)."""
+    status: Annotated[list[RecordStatus], Meta(min_length=1, max_length=4)] | None = None
+    """Only records of these statuses (hidden ones still need ``include``)."""
 
 
 class OrderBy(_Frozen, frozen=True, forbid_unknown_fields=True):

@@ -41,6 +41,8 @@ def matches_filter(item: MemoryItem, filter: MemoryFilter, now: datetime) -> boo
     then); the reference semantics that the SQL stores translate."""
     if not is_current(item, filter.include, now, filter.as_of):
         return False
+    if filter.status is not None and item.status not in filter.status:
+        return False
     if filter.expires_before is not None and (
         item.expires_at is None or item.expires_at >= filter.expires_before
     ):

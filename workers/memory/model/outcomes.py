@@ -1,5 +1,5 @@
-"""The write policy's wire types: what a write did with each draft, and a call's own policy
-modes (re-exported by :mod:`~workers.memory.model.contracts`)."""
+"""The write policy's wire types: what a write did with each draft (and the changes history
+records), and a call's own policy modes (re-exported by :mod:`~workers.memory.model.contracts`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Literal
 import msgspec
 
 __all__ = (
+    "Change",
     "MissExplanation",
     "MissStage",
     "MissTarget",
@@ -26,6 +27,11 @@ Outcome = Literal[
     "created", "updated", "deduplicated", "superseded", "contested", "quarantined", "redacted"
 ]
 """What a write did with one draft."""
+Change = Literal[
+    "create", "upsert", "update", "archive", "supersede", "merge", "delete", "accept", "reject"
+]
+"""What a history entry records: a write's change, or a person's review (``accept``,
+``reject``)."""
 PolicyMode = Literal["off", "observe", "enforce"]
 
 

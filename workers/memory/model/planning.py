@@ -36,6 +36,7 @@ __all__ = (
     "is_live",
     "new_item",
     "plan_writes",
+    "retire",
 )
 
 
@@ -363,13 +364,19 @@ def _supersede_or_contest(
         contested = msgspec.structs.replace(fresh, status="contested", contests=stored.id)
         return WriteStep("contest", contested, history_entry(contested, "create", now))
     successor = msgspec.structs.replace(fresh, supersedes=stored.id)
-    retired = msgspec.structs.replace(
-        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
-    )
+    retired = retire(stored, now)
     return WriteStep(
         "supersede",
         successor,
         history_entry(successor, "create", now),
         retired,
         history_entry(retired, "supersede", now),
+    )
+
+
+def retire(stored: MemoryItem, now: datetime) -> MemoryItem:
+    """``stored`` superseded at ``now``: it gives its key up and stays, no longer true, for
+    history and ``as_of`` reads (a new version)."""
+    return msgspec.structs.replace(
+        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
     )

@@ -1,4 +1,4 @@
-"""The core port: ``MemoryStore`` keeps records (get, query, write, update, delete).
+"""The core port: ``MemoryStore`` keeps records (get, query, write, update, delete, review).
 
 Everything else a store may offer — keyword search, vectors, history, an audit log, import,
 usage counters — is a capability of its own (the sibling modules of this package), which a
@@ -25,6 +25,8 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import to_micros
+from workers.memory.model.review_plan import ReviewGuard
+from workers.memory.model.reviews import ReviewDecision
 
 if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
     from workers.memory.retrieval.vectors import Vectors
@@ -36,7 +38,7 @@ QueryPosition = tuple[int, str]
 
 
 class MemoryStore(ABC):
-    """Durable memory records: the five operations every store implements.
+    """Durable memory records: the six operations every store implements.
 
     The worker validates inputs and outputs and makes the access decisions; a store stores.
     Expected failures are :class:`~workers.memory.model.errors.MemoryStoreError` with a stable code
@@ -181,6 +183,36 @@ class MemoryStore(ABC):
 
         Raises:
             MemoryStoreError: What ``guard`` raises (``FORBIDDEN``); nothing is deleted then.
+        """
+
+    @abstractmethod
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        """Apply a person's decisions on contested and quarantined records in one transaction,
+        as :func:`~workers.memory.model.review_plan.plan_reviews` decides: an accepted record
+        becomes active and takes its key (the key's former holder is kept ``superseded``), a
+        rejected one is deleted with a ``reject`` history entry. A key never has two active
+        records, not even inside the transaction: holders are retired before records are
+        accepted.
+
+        Args:
+            decisions: Validated decisions; ids are unique within the call.
+            reviewer: Who decides, recorded on the history entries.
+            guard: Checked inside the transaction on every record the review changes.
+
+        Returns:
+            The records as the review leaves them, in the order of ``decisions`` (a rejected
+            one as it stood when it was deleted).
+
+        Raises:
+            MemoryStoreError: ``NOT_FOUND`` for a missing id; ``CONFLICT`` for a record that
+                is not contested or quarantined, a stale ``expected_version`` or an expired
+                record to accept; ``INVALID_INPUT`` for two accepts of one key; what ``guard``
+                raises (``FORBIDDEN``). Any of them leaves every record unchanged.
         """
 
     async def pages(

@@ -19,7 +19,7 @@ def current_conditions(
     filter: MemoryFilter, now: datetime, mark: Callable[[Any], str]
 ) -> list[str]:
     """:func:`~workers.memory.model.filters.is_current` as SQL conditions over the alias ``m``,
-    and the filter's ``expires_before``.
+    and the filter's ``expires_before`` and ``status``.
 
     Args:
         filter: The read's filter (``include``, ``as_of``, ``expires_before``).
@@ -39,6 +39,8 @@ def current_conditions(
         statuses.append("superseded")  # it was the truth during its validity
     if len(set(statuses)) < 4:
         parts.append(f"m.status IN ({', '.join(mark(status) for status in statuses)})")
+    if filter.status is not None:
+        parts.append(f"m.status IN ({', '.join(mark(status) for status in filter.status)})")
     moment = to_micros(now if as_of is None else as_of)
     if "expired" not in include:
         parts.append(f"(m.expires_at IS NULL OR m.expires_at > {mark(moment)})")

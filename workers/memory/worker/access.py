@@ -41,6 +41,7 @@ from workers.memory.model.contracts import (
 from workers.memory.model.errors import MemoryStoreError, forbidden
 from workers.memory.model.filters import is_visible
 from workers.memory.model.records import Clock, now_from
+from workers.memory.model.reviews import ReviewInput
 from workers.memory.ports import AuditEvent, AuditLog, MemoryStore
 
 T = TypeVar("T")
@@ -324,6 +325,8 @@ def _named(request: Any) -> tuple[list[str], list[str], list[str]]:
         return [patch.id for patch in request.updates], [], categories
     if isinstance(request, DeleteInput):
         return list(request.ids), [], []
+    if isinstance(request, ReviewInput):
+        return [decision.id for decision in request.decisions], [], []
     if isinstance(request, QueryInput | SearchInput):
         found = request.filter
         return [], [found.key] if found.key else [], [found.category] if found.category else []
@@ -363,6 +366,9 @@ class AccessGuard:
     def delete_refusal(self, stored: MemoryItem) -> str | None:
         return None if _may_see(stored, self.principal) else HIDDEN
 
+    review_refusal = delete_refusal
+    """A review changes a record it sees (and the key's holder an accept supersedes)."""
+
     def check_write(self, stored: MemoryItem, draft: MemoryDraft) -> None:
         _raise(self.write_refusal(stored, draft))
 
@@ -372,6 +378,9 @@ class AccessGuard:
     def check_delete(self, stored: MemoryItem) -> bool:
         _raise(self.delete_refusal(stored))
         return True
+
+    def check_review(self, stored: MemoryItem) -> None:
+        _raise(self.review_refusal(stored))
 
 
 HIDDEN = "private records of another principal"

@@ -1,12 +1,13 @@
-"""``create_memory_worker``: the six MEMORY nodes over a ``MemoryStore`` and an optional
+"""``create_memory_worker``: the seven MEMORY nodes over a ``MemoryStore`` and an optional
 ``MemorySearchProvider``.
 
 The worker owns the contract: it validates what the runtime could not (duplicate keys in a batch,
 empty patches, JSON that cannot round-trip), resolves limits and cursors, checks every store and
 provider output, and maps failures to stable codes. Stores only store.
 
-The handlers are ``reads`` (GET, QUERY, SEARCH) and ``writes`` (WRITE, UPDATE, DELETE), on the
-state of ``node_base``; this module checks the worker's arguments and assembles it.
+The handlers are ``reads`` (GET, QUERY, SEARCH), ``writes`` (WRITE, UPDATE, DELETE) and
+``reviews`` (REVIEW), on the state of ``node_base``; this module checks the worker's arguments
+and assembles it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from workers.memory.retrieval.hybrid import SearchEngine, SearchSettings
 from workers.memory.worker.access import AccessControl, AccessPolicy
 from workers.memory.worker.boundary import backend_boundary
 from workers.memory.worker.reads import ReadNodes
+from workers.memory.worker.reviews import ReviewNodes
 from workers.memory.worker.writes import WriteNodes
 
 __all__ = ("MAX_LIMIT", "create_memory_worker")
@@ -42,8 +44,8 @@ def _check_limit(name: str, value: int) -> int:
     return value
 
 
-class _MemoryNodes(ReadNodes, WriteNodes):
-    """The six MEMORY node handlers over one store."""
+class _MemoryNodes(ReadNodes, WriteNodes, ReviewNodes):
+    """The seven MEMORY node handlers over one store."""
 
 
 def create_memory_worker(
@@ -63,7 +65,8 @@ def create_memory_worker(
     search_settings: SearchSettings | None = None,
     policy: WritePolicy | None = None,
 ) -> WorkerDefinition:
-    """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``.
+    """The MEMORY worker: ``MEMORY.GET``, ``QUERY``, ``SEARCH``, ``WRITE``, ``UPDATE``, ``DELETE``
+    and ``REVIEW`` (a person accepts or rejects contested and quarantined records).
 
     Args:
         store: Where records live. The application owns it (opens and closes it); the worker
@@ -139,6 +142,7 @@ def create_memory_worker(
                 ("MEMORY.WRITE", nodes.write),
                 ("MEMORY.UPDATE", nodes.update),
                 ("MEMORY.DELETE", nodes.delete),
+                ("MEMORY.REVIEW", nodes.review),
             )
         },
         concurrency=concurrency,

@@ -32,6 +32,13 @@ from workers.memory.model.planning import (
     plan_writes,
 )
 from workers.memory.model.records import now_from, order_key
+from workers.memory.model.review_plan import (
+    ReviewGuard,
+    keys_to_review,
+    plan_reviews,
+    review_history,
+)
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
     HistoryLog,
@@ -190,14 +197,42 @@ class InProcessMemoryStore(
         if chosen:
             claim_outcome()
         for item_id in chosen:
-            item = self._items.pop(item_id)
+            item = self._forget(item_id)
             self._history.setdefault(item_id, []).append(history_entry(item, "delete", now))
-            self._terms.pop(item_id, None)
-            self._vectors.pop(item_id, None)
-            self._index.remove([item_id])
-            self._unindex_key(item)
             deleted.append(item_id)
         return deleted
+
+    def _forget(self, item_id: str) -> MemoryItem:
+        """Remove a record with its words, vectors and key (its history stays)."""
+        item = self._items.pop(item_id)
+        self._terms.pop(item_id, None)
+        self._vectors.pop(item_id, None)
+        self._index.remove([item_id])
+        self._unindex_key(item)
+        return item
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        stored = {d.id: clone(self._items[d.id]) for d in decisions if d.id in self._items}
+        holders = {
+            place: clone(self._items[self._keys[place]])
+            for place in keys_to_review(decisions, stored)
+            if place in self._keys
+        }
+        steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+        retired = [step.retired for step in steps if step.retired is not None]
+        accepted = [step.item for step in steps if step.decision == "accept"]
+        # Holders first: each gives its key up before the record accepted for it takes it.
+        self._put_all([*retired, *accepted], review_history(steps))
+        for step in steps:
+            if step.decision == "reject":
+                self._forget(step.item.id)
+        return [clone(step.item) for step in steps]
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         for item_id in ids:

@@ -27,6 +27,13 @@ from workers.memory.model.planning import (
     plan_writes,
 )
 from workers.memory.model.records import now_from, order_key
+from workers.memory.model.review_plan import (
+    ReviewGuard,
+    keys_to_review,
+    plan_reviews,
+    review_history,
+)
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import KeywordSearch, QueryPosition, RecordImport
 from workers.memory.retrieval.keyword import bm25, explained, keyword_request
 from workers.memory.retrieval.text import light_stem
@@ -197,6 +204,31 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
             return chosen
 
         return await self._run(delete, writes=True)
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        def review() -> list[MemoryItem]:
+            folder = self._folder
+            now = now_from(self._clock)
+            stored = {d.id: folder.items[d.id] for d in decisions if d.id in folder.items}
+            holders = {
+                place: folder.items[holder]
+                for place in keys_to_review(decisions, stored)
+                if (holder := folder.holder(*place)) is not None
+            }
+            steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+            retired = [step.retired for step in steps if step.retired is not None]
+            accepted = [step.item for step in steps if step.decision == "accept"]
+            rejected = [step.item.id for step in steps if step.decision == "reject"]
+            # One batch: the holder's file moves aside as the accepted record's takes its name.
+            folder.save([*retired, *accepted], review_history(steps), deleted=rejected)
+            return [step.item for step in steps]
+
+        return await self._run(review, writes=True)
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         def restore() -> int:

@@ -33,8 +33,8 @@ async def append_history(db: SqlDriver, entries: Sequence[HistoryEntry]) -> None
     if entries:
         await run(
             db,
-            "INSERT INTO memory_history (`id`, `version`, `change`, `at`, `record`) VALUES "
-            + ", ".join("(?, ?, ?, ?, ?)" for _ in entries),
+            "INSERT INTO memory_history (`id`, `version`, `change`, `at`, `record`, `reviewer`) "
+            "VALUES " + ", ".join("(?, ?, ?, ?, ?, ?)" for _ in entries),
             [
                 value
                 for e in entries
@@ -44,14 +44,15 @@ async def append_history(db: SqlDriver, entries: Sequence[HistoryEntry]) -> None
                     e.change,
                     to_micros(e.at),
                     _encode(e.record).decode(),
+                    e.reviewer,
                 )
             ],
         )
 
 
-def _entry(record: str, change: Any, at: int) -> HistoryEntry:
+def _entry(record: str, change: Any, at: int, reviewer: str | None) -> HistoryEntry:
     item = _decode_item(record)
-    return HistoryEntry(item.id, item.version, change, from_micros(at), item)
+    return HistoryEntry(item.id, item.version, change, from_micros(at), item, reviewer)
 
 
 def _equals(column: str, field: str) -> str:
@@ -63,7 +64,8 @@ def _equals(column: str, field: str) -> str:
 async def history_of(db: SqlDriver, item_id: str) -> list[HistoryEntry]:
     rows = await fetch(
         db,
-        "SELECT `record`, `change`, `at` FROM memory_history WHERE `id` = ? ORDER BY `seq`",
+        "SELECT `record`, `change`, `at`, `reviewer` FROM memory_history WHERE `id` = ? "
+        "ORDER BY `seq`",
         (item_id,),
     )
     return [_entry(*row) for row in rows]
@@ -94,14 +96,14 @@ async def history_page(
     params.append(limit)
     rows = await fetch(
         db,
-        "SELECT `seq`, `record`, `change`, `at` FROM memory_history WHERE "
+        "SELECT `seq`, `record`, `change`, `at`, `reviewer` FROM memory_history WHERE "
         + " AND ".join(conditions)
         + " ORDER BY `seq` LIMIT ?",
         params,
     )
     entries = []
-    for seq, record, change, at in rows:
-        entries.append(_entry(record, change, at))
+    for seq, *row in rows:
+        entries.append(_entry(*row))
         after = int(seq)
     return entries, after
 

@@ -193,5 +193,7 @@ def MIGRATIONS(table: str) -> tuple[tuple[str, ...], ...]:
         (
             # The sources that stated a record's fact again (the dedupe stage), a JSON list.
             "ALTER TABLE memories ADD COLUMN `sources` LONGTEXT NOT NULL DEFAULT '[]'",
+            # Who decided a review (accept, reject): a person, named on the history entries.
+            "ALTER TABLE memory_history ADD COLUMN `reviewer` VARCHAR(1024) NULL",
         ),
     )

@@ -41,6 +41,8 @@ from workers.memory.model.contracts import (
 from workers.memory.model.patches import changes_text
 from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import now_from, to_micros
+from workers.memory.model.review_plan import ReviewGuard
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
     HistoryLog,
@@ -69,6 +71,7 @@ from workers.memory.stores.mysql.store_vectors import MysqlVectors
 from workers.memory.stores.mysql.writes import (
     delete_batch,
     restore_batch,
+    review_batch,
     update_batch,
     write_batch,
 )
@@ -249,6 +252,22 @@ class MysqlMemoryStore(
             return deleted
 
         return await self._transaction(deleting)
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        rejected = [decision.id for decision in decisions if decision.decision == "reject"]
+
+        async def reviewing(db: SqlDriver) -> list[MemoryItem]:
+            reviewed = await review_batch(db, decisions, reviewer, now, guard)
+            await my_vectors.forget_vectors(db, rejected)
+            return reviewed
+
+        return await self._transaction(reviewing)
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
 

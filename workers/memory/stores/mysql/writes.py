@@ -19,6 +19,13 @@ from workers.memory.model.planning import (
     plan_writes,
 )
 from workers.memory.model.records import to_micros
+from workers.memory.model.review_plan import (
+    ReviewGuard,
+    keys_to_review,
+    plan_reviews,
+    review_history,
+)
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.stores.mysql import logs
 from workers.memory.stores.mysql.errors import DUPLICATE_KEY, error_number
 from workers.memory.stores.mysql.sql import (
@@ -33,7 +40,7 @@ from workers.memory.stores.mysql.sql import (
 from workers.memory.stores.rows import row_to_item
 from workers.memory.stores.sql_driver import SqlDriver, fetch, run
 
-__all__ = ("delete_batch", "restore_batch", "update_batch", "write_batch")
+__all__ = ("delete_batch", "restore_batch", "review_batch", "update_batch", "write_batch")
 
 _NAMES = ", ".join(quoted(name) for name in STORED_COLUMNS)
 _ROW = "(" + ", ".join("?" * len(STORED_COLUMNS)) + ")"
@@ -126,6 +133,63 @@ async def delete_batch(
         db, [history_entry(found[item_id], "delete", now) for item_id in deleted]
     )
     return [item_id for item_id in ids if item_id in found]
+
+
+async def review_batch(
+    db: SqlDriver,
+    decisions: Sequence[ReviewDecision],
+    reviewer: str | None,
+    now: datetime,
+    guard: ReviewGuard | None,
+) -> list[MemoryItem]:
+    """REVIEW: lock the keys of the records reviewed (sorted, as writers lock them, so a write
+    of the same key waits instead of deadlocking), lock the records and their keys' holders,
+    then apply :func:`~workers.memory.model.review_plan.plan_reviews`: holders retired first
+    (the unique ``active_key`` never sees two active records of one key), then records
+    accepted or rejected (deleted)."""
+    ids = list(dict.fromkeys(decision.id for decision in decisions))
+    # A record's key never changes: read unlocked, it names the key locks to take first.
+    rows = await fetch(
+        db,
+        f"SELECT `key_hash` FROM memories WHERE `id` IN ({marks(len(ids))}) AND `key` IS NOT NULL",
+        ids,
+    )
+    hashes = sorted({bytes(row[0]) for row in rows})
+    if hashes:
+        await run(
+            db,
+            "INSERT INTO memory_key_locks (`key_hash`) VALUES "
+            + ", ".join("(?)" for _ in hashes)
+            + " ON DUPLICATE KEY UPDATE `key_hash` = `key_hash`",
+            hashes,
+        )
+    rows = await fetch(
+        db,
+        f"SELECT {columns()} FROM {records()} WHERE m.`id` IN ({marks(len(ids))}) "
+        f"OR m.`active_key` IN ({marks(len(hashes))}) ORDER BY m.`id` FOR UPDATE",
+        [*ids, *hashes],
+    )
+    found = [row_to_item(row) for row in rows]
+    named = set(ids)
+    stored = {item.id: item for item in found if item.id in named}
+    wanted = set(keys_to_review(decisions, stored))
+    holders = {
+        (item.namespace, item.key or ""): item
+        for item in found
+        if item.status == "active" and (item.namespace, item.key) in wanted
+    }
+    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+    for step in steps:
+        if step.retired is not None:
+            await _replace(db, step.retired)
+    for step in steps:
+        if step.decision == "accept":
+            await _replace(db, step.item)
+    rejected = [step.item.id for step in steps if step.decision == "reject"]
+    if rejected:
+        await run(db, f"DELETE FROM memories WHERE `id` IN ({marks(len(rejected))})", rejected)
+    await logs.append_history(db, review_history(steps))
+    return [step.item for step in steps]
 
 
 async def restore_batch(db: SqlDriver, items: Sequence[MemoryItem]) -> None:

@@ -37,10 +37,10 @@ async def append_history(connection: Connection, s: str, entries: Sequence[Histo
     """Append history entries inside the caller's transaction."""
     if entries:
         await connection.executemany(
-            f"INSERT INTO {s}.memory_history (id, version, change, at, record) "
-            "VALUES ($1, $2, $3, $4, $5)",
+            f"INSERT INTO {s}.memory_history (id, version, change, at, record, reviewer) "
+            "VALUES ($1, $2, $3, $4, $5, $6)",
             [
-                (e.id, e.version, e.change, to_micros(e.at), _encode(e.record).decode())
+                (e.id, e.version, e.change, to_micros(e.at), _encode(e.record).decode(), e.reviewer)
                 for e in entries
             ],
         )
@@ -48,15 +48,16 @@ async def append_history(connection: Connection, s: str, entries: Sequence[Histo
 
 async def history_of(pool: Executor, s: str, item_id: str) -> list[HistoryEntry]:
     rows = await pool.fetch(
-        f"SELECT record, change, at FROM {s}.memory_history WHERE id = $1 ORDER BY seq", item_id
+        f"SELECT record, change, at, reviewer FROM {s}.memory_history WHERE id = $1 ORDER BY seq",
+        item_id,
     )
-    entries = []
-    for row in rows:
-        item = _decode_item(row["record"])
-        entries.append(
-            HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
-        )
-    return entries
+    return [_entry(row) for row in rows]
+
+
+def _entry(row: asyncpg.Record) -> HistoryEntry:
+    item = _decode_item(row["record"])
+    at = from_micros(row["at"])
+    return HistoryEntry(item.id, item.version, row["change"], at, item, row["reviewer"])
 
 
 async def history_page(
@@ -66,7 +67,7 @@ async def history_page(
     serves the namespace or key: this is an administrative read (export, ``memory history``)
     that scans the log once per page, never a node's path."""
     rows = await pool.fetch(
-        f"SELECT seq, record, change, at FROM {s}.memory_history WHERE seq > $1 "
+        f"SELECT seq, record, change, at, reviewer FROM {s}.memory_history WHERE seq > $1 "
         "AND ($2::text IS NULL OR record::json ->> 'namespace' = $2) "
         f"AND ($3::text IS NULL OR id IN (SELECT id FROM {s}.memory_history "
         "WHERE record::json ->> 'key' = $3 "
@@ -79,10 +80,7 @@ async def history_page(
     )
     entries = []
     for row in rows:
-        item = _decode_item(row["record"])
-        entries.append(
-            HistoryEntry(item.id, item.version, row["change"], from_micros(row["at"]), item)
-        )
+        entries.append(_entry(row))
         after = row["seq"]
     return entries, after
 

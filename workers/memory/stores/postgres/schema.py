@@ -172,6 +172,8 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
         (
             # The sources that stated a record's fact again (the dedupe stage), a JSON list.
             f"ALTER TABLE {s}.memories ADD COLUMN sources text NOT NULL DEFAULT '[]'",
+            # Who decided a review (accept, reject): a person, named on the history entries.
+            f"ALTER TABLE {s}.memory_history ADD COLUMN reviewer text",
         ),
     )
 

@@ -29,6 +29,8 @@ from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch,
 from workers.memory.model.patches import changes_text
 from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import now_from
+from workers.memory.model.review_plan import ReviewGuard
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
     HistoryLog,
@@ -48,6 +50,7 @@ from workers.memory.stores.postgres.transactions import committing
 from workers.memory.stores.postgres.writes import (
     delete_batch,
     restore_batch,
+    review_batch,
     update_batch,
     write_batch,
 )
@@ -143,6 +146,21 @@ class PostgresMemoryStore(
             deleted = await delete_batch(connection, self._s, ids, now, guard)
             await pg_vectors.forget_vectors(connection, self._s, deleted)
         return deleted
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        rejected = [decision.id for decision in decisions if decision.decision == "reject"]
+        async with self._connection() as connection, committing(connection):
+            reviewed = await review_batch(
+                connection, self.schema, self._s, decisions, reviewer, now, guard
+            )
+            await pg_vectors.forget_vectors(connection, self._s, rejected)
+        return reviewed
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         async with self._connection(transaction=True) as connection:

@@ -22,6 +22,13 @@ from workers.memory.model.planning import (
     plan_writes,
 )
 from workers.memory.model.records import to_micros
+from workers.memory.model.review_plan import (
+    ReviewGuard,
+    keys_to_review,
+    plan_reviews,
+    review_history,
+)
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.stores.postgres import logs
 from workers.memory.stores.postgres.schema import lock_id
 from workers.memory.stores.postgres.sql import STORED_COLUMNS, columns, item_values, records
@@ -30,7 +37,7 @@ from workers.memory.stores.rows import row_to_item
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
 
-__all__ = ("delete_batch", "restore_batch", "update_batch", "write_batch")
+__all__ = ("delete_batch", "restore_batch", "review_batch", "update_batch", "write_batch")
 
 
 async def write_batch(
@@ -120,6 +127,62 @@ async def delete_batch(
         connection, s, [history_entry(found[item_id], "delete", now) for item_id in deleted]
     )
     return deleted
+
+
+async def review_batch(
+    connection: Connection,
+    schema: str,
+    s: str,
+    decisions: Sequence[ReviewDecision],
+    reviewer: str | None,
+    now: datetime,
+    guard: ReviewGuard | None,
+) -> list[MemoryItem]:
+    """REVIEW: lock the keys of the records reviewed (sorted, as writers lock them, so a write
+    of the same key waits instead of deadlocking), lock the records and their keys' holders,
+    then apply :func:`~workers.memory.model.review_plan.plan_reviews`: holders retired first
+    (the partial unique index never sees two active records of one key), then records
+    accepted or rejected (deleted)."""
+    ids = [decision.id for decision in decisions]
+    # A record's key never changes: read unlocked, it names the key locks to take first.
+    rows = await connection.fetch(
+        f"SELECT namespace, key FROM {s}.memories WHERE id = ANY($1::text[]) AND key IS NOT NULL",
+        ids,
+    )
+    keyed = sorted({(row["namespace"], row["key"]) for row in rows})
+    if keyed:
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
+            [lock_id(schema, namespace, key) for namespace, key in keyed],
+        )
+    rows = await connection.fetch(
+        f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) OR "
+        "(m.status = 'active' AND (m.namespace, m.key) IN "
+        "(SELECT * FROM unnest($2::text[], $3::text[]))) ORDER BY m.id FOR UPDATE OF m",
+        ids,
+        [namespace for namespace, _ in keyed],
+        [key for _, key in keyed],
+    )
+    found = [row_to_item(row) for row in rows]
+    named = set(ids)
+    stored = {item.id: item for item in found if item.id in named}
+    wanted = set(keys_to_review(decisions, stored))
+    holders = {
+        (item.namespace, item.key or ""): item
+        for item in found
+        if item.status == "active" and (item.namespace, item.key) in wanted
+    }
+    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+    for step in steps:
+        if step.retired is not None:
+            await _replace(connection, s, step.retired)
+    for step in steps:
+        if step.decision == "accept":
+            await _replace(connection, s, step.item)
+    rejected = [step.item.id for step in steps if step.decision == "reject"]
+    await connection.execute(f"DELETE FROM {s}.memories WHERE id = ANY($1::text[])", rejected)
+    await logs.append_history(connection, s, review_history(steps))
+    return [step.item for step in steps]
 
 
 async def restore_batch(connection: Connection, s: str, items: Sequence[MemoryItem]) -> None:

@@ -33,9 +33,17 @@ def append_history(connection: sqlite3.Connection, entries: Sequence[HistoryEntr
     """Append history entries inside the caller's transaction."""
     if entries:
         connection.executemany(
-            "INSERT INTO memory_history (id, version, change, at, record) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO memory_history (id, version, change, at, record, reviewer) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (e.id, e.version, e.change, to_micros(e.at), _encode.encode(e.record).decode())
+                (
+                    e.id,
+                    e.version,
+                    e.change,
+                    to_micros(e.at),
+                    _encode.encode(e.record).decode(),
+                    e.reviewer,
+                )
                 for e in entries
             ],
         )
@@ -43,13 +51,15 @@ def append_history(connection: sqlite3.Connection, entries: Sequence[HistoryEntr
 
 def history_of(connection: sqlite3.Connection, item_id: str) -> list[HistoryEntry]:
     rows = connection.execute(
-        "SELECT record, change, at FROM memory_history WHERE id = ? ORDER BY seq", (item_id,)
+        "SELECT record, change, at, reviewer FROM memory_history WHERE id = ? ORDER BY seq",
+        (item_id,),
     )
-    entries = []
-    for record, change, at in rows:
-        item = _decode_item(record)
-        entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
-    return entries
+    return [_entry(*row) for row in rows]
+
+
+def _entry(record: str, change: Any, at: int, reviewer: str | None) -> HistoryEntry:
+    item = _decode_item(record)
+    return HistoryEntry(item.id, item.version, change, from_micros(at), item, reviewer)
 
 
 def history_page(
@@ -58,7 +68,7 @@ def history_page(
     """Entries after ``seq`` ``after`` in append order, and the last ``seq`` read. No index
     serves the namespace or key: this is an administrative read (export, ``memory history``)
     that scans the log once per page, never a node's path."""
-    sql = "SELECT seq, record, change, at FROM memory_history WHERE seq > ?"
+    sql = "SELECT seq, record, change, at, reviewer FROM memory_history WHERE seq > ?"
     params: list[Any] = [after]
     if namespace is not None:
         sql += " AND json_extract(record, '$.namespace') = ?"
@@ -71,11 +81,8 @@ def history_page(
             params.append(namespace)
         sql += f" AND id IN (SELECT id FROM memory_history WHERE {held})"
     entries = []
-    for seq, record, change, at in connection.execute(
-        sql + " ORDER BY seq LIMIT ?", [*params, limit]
-    ):
-        item = _decode_item(record)
-        entries.append(HistoryEntry(item.id, item.version, change, from_micros(at), item))
+    for seq, *row in connection.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit]):
+        entries.append(_entry(*row))
         after = seq
     return entries, after
 

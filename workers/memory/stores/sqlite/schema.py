@@ -136,6 +136,8 @@ _V6 = (
 _V7 = (
     # The sources that stated a record's fact again (the dedupe stage), as a JSON list.
     "ALTER TABLE memories ADD COLUMN sources TEXT NOT NULL DEFAULT '[]'",
+    # Who decided a review (accept, reject): a person, named on the history entries.
+    "ALTER TABLE memory_history ADD COLUMN reviewer TEXT",
 )
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)

@@ -37,6 +37,8 @@ from workers.memory.model.contracts import (
 )
 from workers.memory.model.planning import WriteGuard, WriteRules
 from workers.memory.model.records import Clock, now_from, to_micros, utc_now
+from workers.memory.model.review_plan import ReviewGuard
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditEvent,
     AuditLog,
@@ -62,6 +64,7 @@ from workers.memory.stores.sqlite.writes import (
     BY_KEY,
     delete_batch,
     restore_batch,
+    review_batch,
     update_batch,
     write_batch,
 )
@@ -259,6 +262,15 @@ class SqliteMemoryStore(
 
     async def delete(self, ids: Sequence[str], guard: WriteGuard | None = None) -> list[str]:
         return await self._threads.write(delete_batch, list(ids), now_from(self._clock), guard)
+
+    async def review(
+        self,
+        decisions: Sequence[ReviewDecision],
+        reviewer: str | None = None,
+        guard: ReviewGuard | None = None,
+    ) -> list[MemoryItem]:
+        now = now_from(self._clock)
+        return await self._threads.write(review_batch, list(decisions), reviewer, now, guard)
 
     async def restore(self, items: Sequence[MemoryItem]) -> int:
         return await self._threads.write(restore_batch, list(items))

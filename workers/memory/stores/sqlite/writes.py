@@ -26,6 +26,13 @@ from workers.memory.model.planning import (
     history_of,
     plan_writes,
 )
+from workers.memory.model.review_plan import (
+    ReviewGuard,
+    keys_to_review,
+    plan_reviews,
+    review_history,
+)
+from workers.memory.model.reviews import ReviewDecision
 from workers.memory.retrieval.vectors import Vectors
 from workers.memory.stores.rows import ROW_FIELDS, row_to_item
 from workers.memory.stores.sqlite import logs
@@ -44,6 +51,7 @@ __all__ = (
     "BY_KEY",
     "delete_batch",
     "restore_batch",
+    "review_batch",
     "update_batch",
     "write_batch",
 )
@@ -152,6 +160,43 @@ def delete_batch(
     logs.append_history(connection, entries)
     sqlite_vectors.forget_vectors(connection, deleted)
     return deleted
+
+
+def review_batch(
+    connection: sqlite3.Connection,
+    decisions: list[ReviewDecision],
+    reviewer: str | None,
+    now: datetime,
+    guard: ReviewGuard | None,
+) -> list[MemoryItem]:
+    """REVIEW, as :func:`~workers.memory.model.review_plan.plan_reviews` decides: holders
+    retired first (each gives its key up: the partial unique index never sees two active
+    records of one key), then records accepted over their rows or rejected (deleted)."""
+    rows = rows_for_ids(connection, BY_ID, [decision.id for decision in decisions])
+    stored = {row[0]: row_to_item(row) for row in rows}
+    holders: dict[tuple[str, str], MemoryItem] = {}
+    for namespace, key in keys_to_review(decisions, stored):
+        for row in rows_for_ids(connection, BY_KEY, [key], [namespace]):
+            item = row_to_item(row)
+            if item.status == "active":
+                holders[(namespace, key)] = item
+    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+    for step in steps:
+        if step.retired is not None:
+            _replace(connection, step.retired)
+    rejected: list[str] = []
+    for step in steps:
+        if step.decision == "accept":
+            _replace(connection, step.item)
+            continue
+        (seq,) = connection.execute(
+            "DELETE FROM memories WHERE id = ? RETURNING seq", (step.item.id,)
+        ).fetchone()
+        connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
+        rejected.append(step.item.id)
+    logs.append_history(connection, review_history(steps))
+    sqlite_vectors.forget_vectors(connection, rejected)
+    return [step.item for step in steps]
 
 
 def _replace(connection: sqlite3.Connection, item: MemoryItem) -> None:

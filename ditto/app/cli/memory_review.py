@@ -1,0 +1,208 @@
+"""``ditto memory review``: list what the write policy held back for a person, and accept or
+reject it.
+
+Contested records are lower-trust claims kept beside the record they contradict; quarantined
+ones are writes the safety stage found unsafe (an injection, by default). Reads, search and
+recall leave both out. Listing shows why each waits: the record it contests (with both trust
+levels), or what the configured safety scanner finds in it (kinds and counts, never the text
+it matched). ``--accept`` makes a record active (it takes its key; the key's holder is kept
+``superseded``), ``--reject`` deletes it (its history keeps it). Both go through
+``MEMORY.REVIEW`` in one call: all of them, or none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ditto.app.cli.memory_common import (
+    ConfigOption,
+    JsonOption,
+    NamespaceOption,
+    NodeCall,
+    on_nodes,
+    preview,
+    print_json,
+)
+from ditto.app.cli.output import console, errors, fail_usage, settings_or_exit
+
+if TYPE_CHECKING:
+    from ditto.app.config import Settings
+    from workers.memory import MemoryItem
+
+__all__ = ("review",)
+
+_PENDING = ["contested", "quarantined"]
+
+
+def review(
+    accept: Annotated[
+        list[str] | None,
+        typer.Option("--accept", metavar="ID", help="Accept this record (repeat for more)."),
+    ] = None,
+    reject: Annotated[
+        list[str] | None,
+        typer.Option("--reject", metavar="ID", help="Reject this record (repeat for more)."),
+    ] = None,
+    namespace: NamespaceOption = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Records to list.")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    principal: Annotated[
+        str | None,
+        typer.Option("--principal", help="Review as this principal (history names it)."),
+    ] = None,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """List contested and quarantined records with why each waits, or decide them with
+    --accept / --reject ID (all in one review: every decision is applied, or none). Accepting
+    makes a record active and lets it take its key (the record holding the key is kept
+    superseded); rejecting deletes it, its history keeping it. Exit 1: no such record (in
+    --namespace); 2: bad usage; 3: the store refused (CONFLICT: not contested or quarantined
+    any more, expired) or failed; 4: access control refused."""
+    settings = settings_or_exit(config)
+    accepted, rejected = list(dict.fromkeys(accept or ())), list(dict.fromkeys(reject or ()))
+    both = set(accepted) & set(rejected)
+    if both:
+        fail_usage(f"{sorted(both)[0]} is both accepted and rejected: decide it once")
+    if accepted or rejected:
+        if cursor is not None:
+            fail_usage("--cursor pages the listing: it does not go with --accept or --reject")
+        _decide(settings, accepted, rejected, namespace, principal, as_json)
+    else:
+        _list(settings, namespace, limit, cursor, principal, as_json)
+
+
+def _decide(
+    settings: Settings,
+    accepted: list[str],
+    rejected: list[str],
+    namespace: str | None,
+    principal: str | None,
+    as_json: bool,
+) -> None:
+    decisions = [{"id": record, "decision": "accept"} for record in accepted]
+    decisions += [{"id": record, "decision": "reject"} for record in rejected]
+    request: dict[str, Any] = {"decisions": decisions}
+    if namespace is not None:
+        request["namespace"] = namespace
+
+    async def work(call: NodeCall) -> Any:
+        return await call("MEMORY.REVIEW", request)
+
+    output = on_nodes(settings, work, principal)
+    if as_json:
+        print_json(output)
+        return
+    for outcome in output.items:
+        record = outcome.record
+        name = escape(record.id + (f" (key {record.key})" if record.key else ""))
+        if outcome.decision == "accept":
+            held = f"; superseded {escape(record.supersedes)}" if record.supersedes else ""
+            console.print(f"accepted {name}: active now{held}", highlight=False)
+        else:
+            console.print(f"rejected {name}: deleted (its history keeps it)", highlight=False)
+
+
+def _list(
+    settings: Settings,
+    namespace: str | None,
+    limit: int,
+    cursor: str | None,
+    principal: str | None,
+    as_json: bool,
+) -> None:
+    filter: dict[str, Any] = {"status": _PENDING, "include": _PENDING, "archived": "include"}
+    if namespace is not None:
+        filter["namespace"] = namespace
+    request: dict[str, Any] = {"filter": filter, "limit": limit}
+    if cursor:
+        request["cursor"] = cursor
+
+    async def work(call: NodeCall) -> tuple[Any, dict[str, MemoryItem]]:
+        page = await call("MEMORY.QUERY", request)
+        # The records the contested ones contradict, whatever has become of them since.
+        targets = sorted({item.contests for item in page.items if item.contests})
+        contested: dict[str, MemoryItem] = {}
+        if targets:
+            everything = {
+                "ids": targets,
+                "include": ["superseded", "contested", "quarantined", "expired"],
+                "include_archived": True,
+            }
+            contested = {item.id: item for item in (await call("MEMORY.GET", everything)).items}
+        return page, contested
+
+    page, contested = on_nodes(settings, work, principal)
+    found = _safety_kinds(settings, page.items)
+    rows = [
+        {"record": item, "contests": contested.get(item.contests or ""), "safety": found[item.id]}
+        for item in page.items
+    ]
+    if as_json:
+        print_json({"items": rows, "next_cursor": page.next_cursor})
+        return
+    if not rows:
+        errors.print("nothing waits for review", highlight=False)
+        return
+    table = Table(title=f"{len(rows)} records wait for review")
+    for column in ("id", "status", "key", "namespace", "trust", "source", "why", "content"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        item = row["record"]
+        table.add_row(
+            escape(item.id),
+            item.status,
+            escape(item.key or "-"),
+            escape(item.namespace),
+            escape(item.trust or "-"),
+            escape(item.source or "-"),
+            escape(_why(item, row["contests"], row["safety"])),
+            escape(preview(item)),
+        )
+    console.print(table)
+    if page.next_cursor:
+        console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
+    errors.print("decide with --accept ID or --reject ID", highlight=False)
+
+
+def _why(item: MemoryItem, target: MemoryItem | None, safety: dict[str, int]) -> str:
+    """Why ``item`` waits, in words."""
+    reasons = []
+    if item.status == "contested":
+        if target is None:
+            reasons.append(f"contests {item.contests} (no longer stored)")
+        else:
+            trust = f"{target.trust or 'no trust'} over {item.trust or 'no trust'}"
+            reasons.append(f"contests {target.key or target.id} ({target.status}, {trust})")
+    if safety:
+        found = ", ".join(f"{kind} ×{count}" for kind, count in sorted(safety.items()))
+        reasons.append(f"safety: {found}")
+    elif item.status == "quarantined":
+        reasons.append("quarantined (the safety rules in force find nothing now)")
+    return "; ".join(reasons)
+
+
+def _safety_kinds(settings: Settings, items: list[MemoryItem]) -> dict[str, dict[str, int]]:
+    """What the configured safety scanner finds in each record: kinds and counts (never the
+    text), over the fields the write policy's safety stage scans."""
+    from ditto.app.bootstrap import build_write_policy
+    from workers.memory.policy.safety import SafetyScanner, decide
+
+    rules = build_write_policy(settings).safety
+    scanner = SafetyScanner(rules)
+    found: dict[str, dict[str, int]] = {}
+    for item in items:
+        fields = {
+            "content": item.content,
+            "summary": item.summary,
+            "tags": item.tags,
+            "metadata": item.metadata,
+            "source": item.source,
+        }
+        findings = [finding for _, finding in scanner.scan_json(fields)]
+        found[item.id] = dict(decide(findings, rules).counts) if findings else {}
+    return found
