@@ -21,6 +21,7 @@ __all__ = (
     "ReviewGuard",
     "ReviewStep",
     "keys_to_review",
+    "locked_for_review",
     "plan_reviews",
     "review_history",
 )
@@ -66,6 +67,24 @@ def keys_to_review(
         and item.key is not None
     }
     return sorted(keys)
+
+
+def locked_for_review(
+    found: Iterable[MemoryItem], decisions: Iterable[ReviewDecision], ids: Iterable[str]
+) -> tuple[dict[str, MemoryItem], dict[tuple[str, str], MemoryItem]]:
+    """Split the rows a SQL store read (and locked) for a review — the records named by id and
+    the active records of the keys under review — into :func:`plan_reviews`' ``stored`` and
+    ``holders``."""
+    found = list(found)
+    named = set(ids)
+    stored = {item.id: item for item in found if item.id in named}
+    wanted = set(keys_to_review(decisions, stored))
+    holders = {
+        (item.namespace, item.key or ""): item
+        for item in found
+        if item.status == "active" and (item.namespace, item.key) in wanted
+    }
+    return stored, holders
 
 
 def plan_reviews(

@@ -24,7 +24,7 @@ from workers.memory.model.planning import (
 from workers.memory.model.records import to_micros
 from workers.memory.model.review_plan import (
     ReviewGuard,
-    keys_to_review,
+    locked_for_review,
     plan_reviews,
     review_history,
 )
@@ -163,15 +163,7 @@ async def review_batch(
         [namespace for namespace, _ in keyed],
         [key for _, key in keyed],
     )
-    found = [row_to_item(row) for row in rows]
-    named = set(ids)
-    stored = {item.id: item for item in found if item.id in named}
-    wanted = set(keys_to_review(decisions, stored))
-    holders = {
-        (item.namespace, item.key or ""): item
-        for item in found
-        if item.status == "active" and (item.namespace, item.key) in wanted
-    }
+    stored, holders = locked_for_review(map(row_to_item, rows), decisions, ids)
     steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
     for step in steps:
         if step.retired is not None:
