@@ -1,12 +1,14 @@
 """The write policy against its labelled data: precision, recall and false positives per stage.
 
-    .venv/bin/python bench/write_policy.py [--split dev|holdout|all]
+    .venv/bin/python bench/write_policy.py [--split dev|holdout|all] [--section cost]
 
 One function per stage, each printing its own tables for ``dev`` and ``holdout`` separately
 (thresholds are tuned on ``dev`` only; ``holdout`` is the honest figure): the safety stage over
 ``bench/data/write_policy/safety.jsonl``, and dedupe and contradiction over ``pairs.jsonl``
 beside it (see ``write_policy_pairs``). Both files are made by the seeded generators in that
-folder (``make_safety.py``, ``make_pairs.py``), which rewrite them byte for byte.
+folder (``make_safety.py``, ``make_pairs.py``), which rewrite them byte for byte. Last, the
+write cost: records/s through ``MEMORY.WRITE`` with the whole policy on against policy off, in
+the same run (``write_cost``; it takes a few minutes, ``--section`` picks sections).
 
 Per kind, over the cases of a split: **precision** (cases flagged with the kind that carry
 it), **recall** (cases carrying the kind that were flagged with it), **fp_benign** (benign
@@ -102,9 +104,17 @@ def section_similarity(splits: Sequence[str]) -> None:
     report()
 
 
+def section_cost(splits: Sequence[str]) -> None:
+    """The write cost of the whole policy against policy off, same run (``write_cost``)."""
+    from write_cost import report
+
+    report()
+
+
 SECTIONS: dict[str, Callable[[Sequence[str]], None]] = {
     "safety": section_safety,
     "similarity": section_similarity,
+    "cost": section_cost,
 }
 """Every stage's section, printed in this order."""
 
