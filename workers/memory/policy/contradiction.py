@@ -28,10 +28,12 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
+from typing import NamedTuple
 
 from .similarity import is_near_duplicate, same_terms
 from .text_norm import TermKind, kind, terms_and_words
@@ -92,19 +94,24 @@ class Verdict:
 
 
 _NO_DIFF: tuple[str, ...] = ()
-_CONTENT = frozenset({TermKind.WORD, TermKind.NUMBER, TermKind.DATE})
+# A tuple, not a set: membership is then three identity tests in C, where a set would call
+# the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
+_CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
 
 
 def _negated(found: Sequence[str]) -> bool:
-    return any(kind(t) is TermKind.NEGATION for t in found)
+    return _has(found, TermKind.NEGATION)
 
 
 def _has(found: Sequence[str], *kinds: TermKind) -> bool:
-    return any(kind(t) in kinds for t in found)
+    # A plain loop, not any(): a generator per call costs more than the few terms it reads.
+    for t in found:  # noqa: SIM110
+        if kind(t) in kinds:
+            return True
+    return False
 
 
-@dataclass(frozen=True, slots=True)
-class _Span:
+class _Span(NamedTuple):
     old: tuple[str, ...]
     new: tuple[str, ...]
     old_words: tuple[str, ...]
@@ -127,9 +134,11 @@ def _spans(
         if tag == "equal":
             shared += i2 - i1
             # "Ines's" names whose brother or sister follows: a possessive does not anchor.
-            anchored = anchored or any(
-                kind(t) in _CONTENT and not t.endswith("'s") for t in old[i1:i2]
-            )
+            if not anchored:
+                for t in old[i1:i2]:
+                    if kind(t) in _CONTENT and not t.endswith("'s"):
+                        anchored = True
+                        break
             continue
         after_number = i1 > 0 and j1 > 0 and kind(old[i1 - 1]) is TermKind.NUMBER
         spans.append(
@@ -146,11 +155,10 @@ def _spans(
 
 
 def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
+    prefer, avoid = TermKind.PREFER, TermKind.AVOID
     for span in spans:
-        old_kinds = {kind(t) for t in span.old}
-        new_kinds = {kind(t) for t in span.new}
-        if (TermKind.PREFER in old_kinds and TermKind.AVOID in new_kinds) or (
-            TermKind.AVOID in old_kinds and TermKind.PREFER in new_kinds
+        if (_has(span.old, prefer) and _has(span.new, avoid)) or (
+            _has(span.old, avoid) and _has(span.new, prefer)
         ):
             return span
     return None
@@ -172,6 +180,20 @@ def _verdict(
     )
 
 
+def _too_little(size_a: int, size_b: int, shared: int) -> bool:
+    """Rule 2: too few aligned terms for one subject. The same subject has enough of the
+    longer text aligned, or all of the shorter one (a long added detail must not make an
+    update look unrelated)."""
+    contained = shared == min(size_a, size_b)
+    too_little = shared < MIN_SHARED or shared < MIN_OVERLAP * max(size_a, size_b)
+    return too_little and not contained
+
+
+def _common(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many terms ``a`` and ``b`` hold in common, counted with repeats."""
+    return sum((Counter(a) & Counter(b)).values())
+
+
 def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
 
@@ -187,12 +209,12 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     b, new_words = terms_and_words(new)
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    if not same_subject and _too_little(len(a), len(b), _common(a, b)):
+        # The terms the two hold in common bound the aligned ones: already too few, so the
+        # alignment (most of this function's cost) cannot change the verdict of rule 2.
+        return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
     shared, spans = _spans(a, b, old_words, new_words)
-    # The same subject: enough of the longer text aligned, or all of the shorter one (a long
-    # added detail must not make an update look unrelated).
-    contained = shared == min(len(a), len(b))
-    too_little = shared < MIN_SHARED or (shared < MIN_OVERLAP * max(len(a), len(b)))
-    if too_little and not same_subject and not contained:
+    if not same_subject and _too_little(len(a), len(b), shared):
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
     if same_terms(a, b):
         if is_near_duplicate(old, new):

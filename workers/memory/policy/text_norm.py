@@ -35,6 +35,7 @@ __all__ = (
     "terms",
     "terms_and_words",
     "tokens",
+    "tokens_and_terms",
 )
 
 # Apostrophes and dashes NFKC leaves alone; mapping them first makes "don’t" == "don't".
@@ -152,11 +153,46 @@ def tokens(text: str) -> tuple[str, ...]:
     Returns:
         The tokens in order; numbers keep inner punctuation, thousands separators removed.
     """
+    return _analysed(text)[0] if len(text) <= _CACHED else _tokens(text)
+
+
+def _tokens(text: str) -> tuple[str, ...]:
     folded = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
     return tuple(
-        token.replace(",", "") if _THOUSANDS.match(token) else token
+        token.replace(",", "") if "," in token and _THOUSANDS.match(token) else token
         for token in _TOKEN.findall(folded)
     )
+
+
+_CACHED = 2000
+"""Texts up to this long keep their analysis (tokens, terms, words) in a cache."""
+
+
+@lru_cache(maxsize=8192)
+def _analysed(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Tokens, terms and the token of each term, of a short text, cached: a write compares
+    each incoming text with several stored ones (dedupe, contradiction), and a stored text
+    is compared with many incoming ones, so the same texts are analysed again and again."""
+    return _analyse(text)
+
+
+def _analyse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    normal = _tokens(text)
+    pairs = [(found, token) for token in normal if (found := term(token))]
+    return normal, tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+
+def tokens_and_terms(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """:func:`tokens` and :func:`terms` of ``text``, tokenising it once.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        ``(tokens, terms)``.
+    """
+    analysed = _analysed(text) if len(text) <= _CACHED else _analyse(text)
+    return analysed[0], analysed[1]
 
 
 def normalise(text: str) -> str:
@@ -255,8 +291,8 @@ def terms_and_words(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     Returns:
         ``(terms, words)`` of equal length; ``words`` is what an explanation shows a person.
     """
-    pairs = [(found, token) for token in tokens(text) if (found := term(token))]
-    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    analysed = _analysed(text) if len(text) <= _CACHED else _analyse(text)
+    return analysed[1], analysed[2]
 
 
 def terms(text: str) -> tuple[str, ...]:
@@ -268,7 +304,9 @@ def terms(text: str) -> tuple[str, ...]:
     Returns:
         The terms (see :func:`term`).
     """
-    return tuple(found for found in map(term, tokens(text)) if found)
+    if len(text) <= _CACHED:
+        return _analysed(text)[1]
+    return tuple(found for found in map(term, _tokens(text)) if found)
 
 
 @lru_cache(maxsize=16384)
