@@ -37,6 +37,7 @@ from workers.memory.policy.safety_redact import (
     Finding,
     JsonPath,
     counts,
+    json_strings,
     kind_rank,
     placeholder,
     redact,
@@ -324,17 +325,14 @@ class SafetyScanner:
             ``(path, finding)`` pairs, the finding's offsets relative to the string at path.
         """
         strings: list[tuple[JsonPath, str]] = []
-        # An explicit stack, not recursion: content nested deeper than Python's recursion
-        # limit is still scanned (and in document order: children are pushed reversed).
-        stack: list[tuple[JsonPath, Any]] = [((), value)]
-        while stack:
-            path, item = stack.pop()
-            if isinstance(item, str):
-                strings.append((path, item))
-            elif isinstance(item, dict):
-                stack.extend(((*path, k), v) for k, v in reversed(item.items()))
-            elif isinstance(item, list | tuple):
-                stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
+        if isinstance(value, dict):  # a record's fields: most are strings, None or empty
+            for key, item in value.items():
+                if isinstance(item, str):
+                    strings.append(((key,), item))
+                elif item and isinstance(item, dict | list | tuple):
+                    strings += json_strings(item, (key,))
+        else:
+            strings = json_strings(value)
         if len(strings) <= 1:
             return [(path, finding) for path, text in strings for finding in self.scan(text)]
         # One scan of all the strings joined costs far less than one scan each (a record's

@@ -12,7 +12,16 @@ import msgspec
 
 from workers.memory.policy.safety_patterns import BUILTIN_KINDS
 
-__all__ = ("Finding", "JsonPath", "counts", "kind_rank", "placeholder", "redact", "redact_json")
+__all__ = (
+    "Finding",
+    "JsonPath",
+    "counts",
+    "json_strings",
+    "kind_rank",
+    "placeholder",
+    "redact",
+    "redact_json",
+)
 
 JsonPath = tuple[str | int, ...]
 """Where a string sits in a JSON value: dict keys and list indexes from the root."""
@@ -151,3 +160,29 @@ def counts(findings: Iterable[Finding]) -> dict[str, int]:
     for finding in findings:
         tally[finding.kind] = tally.get(finding.kind, 0) + 1
     return dict(sorted(tally.items()))
+
+
+def json_strings(value: Any, path: JsonPath = ()) -> list[tuple[JsonPath, str]]:
+    """The strings of a JSON value with their paths, in document order (dict keys are not
+    content: only values).
+
+    Args:
+        value: Any JSON value.
+        path: Where ``value`` sits (prefixed to every path).
+
+    Returns:
+        ``(path, string)`` pairs.
+    """
+    strings: list[tuple[JsonPath, str]] = []
+    # An explicit stack, not recursion: content nested deeper than Python's recursion limit
+    # is still scanned (and in document order: children are pushed reversed).
+    stack: list[tuple[JsonPath, Any]] = [(path, value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, str):
+            strings.append((at, item))
+        elif isinstance(item, dict):
+            stack.extend(((*at, k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend(((*at, i), v) for i, v in reversed(list(enumerate(item))))
+    return strings
