@@ -12,7 +12,13 @@ import pytest
 
 from ditto import create_ditto
 from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
-from workers.memory import AccessPolicy, MemoryDraft, MemoryStore, create_memory_worker
+from workers.memory import (
+    AccessPolicy,
+    MemoryDraft,
+    MemoryPatch,
+    MemoryStore,
+    create_memory_worker,
+)
 from workers.memory.model.merges import MAX_SOURCES
 from workers.memory.policy.config import StageMode, StageModes, WritePolicy
 from workers.memory.ports import HistoryLog, UsageTracking
@@ -95,6 +101,47 @@ async def test_a_record_written_by_another_writer_is_found(deduping: MemoryHarne
     )
     again = await _write(deduping, "the deploy freeze starts on monday")
     assert again.items[0].id == other.id
+
+
+async def test_another_namespace_written_meanwhile_is_found_there(
+    deduping: MemoryHarness,
+) -> None:
+    # One store-wide read of what changed serves every namespace the worker has read.
+    await _write(deduping, "A note in the default namespace.")
+    team = await deduping.ok(
+        "MEMORY.WRITE", {"memories": [{"content": "Team note.", "namespace": "team"}]}
+    )
+    (other,) = await deduping.store.write(
+        [MemoryDraft(content="The team offsite is in Lisbon.", namespace="team")], "create"
+    )
+    await _write(deduping, "Another note in the default namespace.")
+    again = await deduping.ok(
+        "MEMORY.WRITE",
+        {"memories": [{"content": "the team offsite is in lisbon", "namespace": "team"}]},
+    )
+    assert team.outcomes[0].outcome == ["created"]
+    assert (again.outcomes[0].outcome, again.items[0].id) == (["deduplicated"], other.id)
+
+
+async def test_a_record_rewritten_by_another_writer_is_judged_as_it_now_reads(
+    deduping: MemoryHarness,
+) -> None:
+    (first,) = (await _write(deduping, "The flight lands at 6pm.")).items
+    await deduping.store.update([MemoryPatch(first.id, content="The flight lands at 7pm.")])
+    old = await _write(deduping, "the flight lands at 6pm")
+    new = await _write(deduping, "the flight lands at 7pm")
+    assert old.outcomes[0].outcome == ["created"]
+    assert (new.outcomes[0].outcome, new.items[0].id) == (["deduplicated"], first.id)
+
+
+async def test_a_record_deleted_by_another_writer_is_no_duplicate(
+    deduping: MemoryHarness,
+) -> None:
+    (first,) = (await _write(deduping, "The office wifi is called Orbit.")).items
+    await deduping.store.delete([first.id])
+    again = await _write(deduping, "the office wifi is called orbit")
+    assert again.outcomes[0].outcome == ["created"]
+    assert again.items[0].id != first.id
 
 
 async def test_an_expired_record_is_not_a_duplicate(deduping: MemoryHarness) -> None:
