@@ -94,6 +94,8 @@ class Verdict:
 
 
 _NO_DIFF: tuple[str, ...] = ()
+_SHORT_PRODUCT = 400
+"""Texts whose term counts multiply to more than this count shared terms with Counters."""
 # A tuple, not a set: membership is then three identity tests in C, where a set would call
 # the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
 _CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
@@ -191,7 +193,17 @@ def _too_little(size_a: int, size_b: int, shared: int) -> bool:
 
 def _common(a: Sequence[str], b: Sequence[str]) -> int:
     """How many terms ``a`` and ``b`` hold in common, counted with repeats."""
-    return sum((Counter(a) & Counter(b)).values())
+    if len(a) * len(b) > _SHORT_PRODUCT:
+        return sum((Counter(a) & Counter(b)).values())
+    # Memory texts are a few terms long: crossing them off a list beats building two
+    # Counters (0.6 µs against 3.4 on the benchmark's pairs).
+    rest = list(b)
+    shared = 0
+    for found in a:
+        if found in rest:
+            rest.remove(found)
+            shared += 1
+    return shared
 
 
 def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:

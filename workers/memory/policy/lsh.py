@@ -177,11 +177,17 @@ class CandidateIndex(Generic[K]):
             sizes.append(len(found))
         if not rows:
             return [[] for _ in sigs]
-        at = np.array(rows, np.int64)
+        at = np.fromiter(rows, np.int64, len(rows))
         lookup = np.repeat(np.arange(len(sigs), dtype=np.int64), sizes)
-        differing = BINS - (self._matrix[at] == values[lookup]).view(np.uint8).sum(1, np.int64)
-        # One sort for all: by lookup, then the most similar, then the oldest.
-        order = np.lexsort((self._added[at], differing, lookup))
+        equal = self._matrix.take(at, axis=0) == np.repeat(values, sizes, axis=0)
+        differing = BINS - _count(equal)
+        added = self._added.take(at)
+        # One sort for all: by lookup, then the most similar, then the oldest. One int64 key
+        # sorts ten times faster than lexsort's three; the key fits all but absurd counts.
+        if len(sigs) < 1 << 16 and self._count < 1 << 41:
+            order = np.argsort(lookup << 47 | differing << 41 | added)
+        else:
+            order = np.lexsort((added, differing, lookup))
         if min_similarity > 0:
             order = order[differing[order] <= BINS - min_similarity * BINS]
         ends = np.searchsorted(lookup[order], np.arange(len(sigs) + 1))
@@ -191,6 +197,24 @@ class CandidateIndex(Generic[K]):
             [ids[row] for row in picked[start : end if limit is None else min(end, start + limit)]]
             for start, end in zip(ends[:-1].tolist(), ends[1:].tolist(), strict=True)
         ]
+
+
+_ONES = np.uint64(0x0101010101010101)
+
+
+def _count(equal: np.ndarray[Any, np.dtype[np.bool_]]) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Per row, how many of its ``BINS`` flags are set.
+
+    Eight flags (bytes of 0 or 1) read as one 64-bit word, times 0x0101...01, hold their sum
+    in the top byte: a few whole-array operations, where numpy's sum along a 32-wide axis
+    loops row by row (ten times slower for a batch's few thousand candidates).
+    """
+    words = np.ascontiguousarray(equal).view(np.uint64)
+    sums = ((words * _ONES) >> np.uint64(56)).astype(np.int64)
+    total = sums[:, 0].copy()
+    for column in range(1, sums.shape[1]):
+        total += sums[:, column]
+    return total
 
 
 def _band_keys(values: _Matrix) -> list[list[bytes]]:
