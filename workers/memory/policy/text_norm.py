@@ -164,8 +164,9 @@ def _tokens(text: str) -> tuple[str, ...]:
     )
 
 
-_CACHED = 2000
-"""Texts up to this long keep their analysis (tokens, terms, words) in a cache."""
+_CACHED = 500
+"""Texts up to this long keep their analysis (tokens, terms, words) in a cache of 8192: about
+5 KB each at this length (45 MB at most, a few MB for memory-sized texts)."""
 
 
 @lru_cache(maxsize=8192)
