@@ -21,6 +21,7 @@ import msgspec
 
 from workers.memory.maintenance.transfer import PAGE, read_pages
 from workers.memory.model.contracts import HistoryEntry, MemoryItem
+from workers.memory.model.records import TIMESTAMP_FIELDS
 from workers.memory.ports import MemoryStore
 
 __all__ = (
@@ -34,15 +35,6 @@ __all__ = (
 )
 
 _MODULUS = 1 << 128
-_TIMESTAMPS = (
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "archived_at",
-    "valid_from",
-    "valid_to",
-    "expires_at",
-)
 _encode = msgspec.json.Encoder(order="sorted")
 
 
@@ -78,7 +70,7 @@ class IdDigests:
 
 def _canonical(item: MemoryItem) -> dict[str, Any]:
     utc: dict[str, datetime] = {}
-    for name in _TIMESTAMPS:
+    for name in TIMESTAMP_FIELDS:
         value = getattr(item, name)
         if value is not None:
             utc[name] = value.astimezone(UTC)

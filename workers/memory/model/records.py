@@ -16,6 +16,7 @@ import msgspec
 from workers.memory.model.contracts import MemoryItem, OrderField
 
 __all__ = (
+    "TIMESTAMP_FIELDS",
     "Clock",
     "canonical_json",
     "content_text",
@@ -31,6 +32,17 @@ Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware. Stores take one so tests can fix time."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+TIMESTAMP_FIELDS = (
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "archived_at",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+)
+"""A record's timestamp fields (``MemoryItem``'s, each a ``datetime`` or ``None``)."""
 
 
 def utc_now() -> datetime:

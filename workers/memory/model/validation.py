@@ -24,6 +24,7 @@ import msgspec.inspect
 
 from workers.memory.model.contracts import HistoryEntry, MemoryItem
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.records import TIMESTAMP_FIELDS
 
 __all__ = ("FREE_TEXT", "MAX_DEPTH", "check_input", "check_record")
 
@@ -182,17 +183,6 @@ def _shapes(kind: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
     return tuple(shapes)
 
 
-_TIMESTAMPS = (
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "archived_at",
-    "valid_from",
-    "valid_to",
-    "expires_at",
-)
-
-
 def check_record(record: MemoryItem | HistoryEntry) -> None:
     """Refuse an imported record (or history entry) that a write could never have stored, so
     one bad line cannot poison every later read, export or count of the store: the checks of
@@ -207,7 +197,7 @@ def check_record(record: MemoryItem | HistoryEntry) -> None:
     if isinstance(record, HistoryEntry):
         _check_moment("at", record.at)
     for prefix, item in items:
-        for name in _TIMESTAMPS:
+        for name in TIMESTAMP_FIELDS:
             moment = getattr(item, name)
             if moment is not None:
                 _check_moment(prefix + name, moment)

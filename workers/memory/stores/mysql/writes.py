@@ -61,15 +61,7 @@ async def write_batch(
     existing: dict[tuple[str, str], list[MemoryItem]] = {}
     if keyed:
         hashes = sorted(key_hash(namespace, key) for namespace, key in keyed)
-        # ON DUPLICATE KEY UPDATE takes the row's exclusive lock whether it is new or not
-        # (INSERT IGNORE would take a shared one, and two upgrading writers deadlock).
-        await run(
-            db,
-            "INSERT INTO memory_key_locks (`key_hash`) VALUES "
-            + ", ".join("(?)" for _ in hashes)
-            + " ON DUPLICATE KEY UPDATE `key_hash` = `key_hash`",
-            hashes,
-        )
+        await _lock_keys(db, hashes)
         # FOR UPDATE: a concurrent MEMORY.UPDATE of the same record must wait, not be
         # overwritten by the upsert that read the record before it.
         rows = await fetch(
@@ -156,13 +148,7 @@ async def review_batch(
     )
     hashes = sorted({bytes(row[0]) for row in rows})
     if hashes:
-        await run(
-            db,
-            "INSERT INTO memory_key_locks (`key_hash`) VALUES "
-            + ", ".join("(?)" for _ in hashes)
-            + " ON DUPLICATE KEY UPDATE `key_hash` = `key_hash`",
-            hashes,
-        )
+        await _lock_keys(db, hashes)
     rows = await fetch(
         db,
         f"SELECT {columns()} FROM {records()} WHERE m.`id` IN ({marks(len(ids))}) "
@@ -222,6 +208,20 @@ async def restore_batch(db: SqlDriver, items: Sequence[MemoryItem]) -> None:
 
 _CHANGED = STORED_COLUMNS[3:]  # everything but id, key and namespace
 _ASSIGNMENTS = ", ".join(f"{quoted(name)} = ?" for name in _CHANGED)
+
+
+async def _lock_keys(db: SqlDriver, hashes: list[bytes]) -> None:
+    """Take the key locks of ``hashes`` (sorted, so no deadlock) until commit: writers and
+    reviews of one key serialise here instead of failing on the unique index. ON DUPLICATE KEY
+    UPDATE takes the row's exclusive lock whether it is new or not (INSERT IGNORE would take a
+    shared one, and two upgrading writers deadlock)."""
+    await run(
+        db,
+        "INSERT INTO memory_key_locks (`key_hash`) VALUES "
+        + ", ".join("(?)" for _ in hashes)
+        + " ON DUPLICATE KEY UPDATE `key_hash` = `key_hash`",
+        hashes,
+    )
 
 
 async def _replace(db: SqlDriver, item: MemoryItem) -> None:
