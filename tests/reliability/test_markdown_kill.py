@@ -5,7 +5,9 @@ every record of the last committed round, or of the round before it.
 A child upserts the same keys round after round (each record's content names the round) and
 prints a round once the runtime acknowledged it; the parent kills it at a random moment, reads
 the raw files before any store touches them, then opens a store (which replays a committed
-journal and drops an uncommitted batch's leftovers).
+journal and drops an uncommitted batch's leftovers). The vectors, appended after each batch,
+are whole too: every record has one, or — killed between a batch and its vectors — every
+record of that batch lacks one until reindex.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from workers.memory import MemoryFilter, OrderBy
+from workers.memory.retrieval.embeddings import HashingEmbedder
+from workers.memory.retrieval.embeddings.base import model_of
 from workers.memory.stores.markdown import MarkdownMemoryStore
 from workers.memory.stores.markdown.fileformat import parse
 
@@ -36,11 +40,13 @@ WRITER = textwrap.dedent(
     import sys, anyio
     from ditto import create_ditto
     from workers.memory import create_memory_worker
+    from workers.memory.retrieval.embeddings import HashingEmbedder
     from workers.memory.stores.markdown import MarkdownMemoryStore
 
     async def main(folder, keys, start):
         async with MarkdownMemoryStore(folder) as store:
-            async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+            worker = create_memory_worker(store, embedder=HashingEmbedder(32))
+            async with create_ditto(workers=[worker]) as runtime:
                 print("ready", flush=True)
                 round = int(start)
                 while True:
@@ -113,6 +119,8 @@ async def test_a_killed_rewrite_leaves_every_file_old_or_new(tmp_path: Path) -> 
             assert rounds in ({done}, {done + 1}), (rounds, context)  # the batch, whole
             history = await store.history(records[0].id)
             assert history[-1].record.content == records[0].content, context
+            missing = await store.count_missing_vectors(model_of(HashingEmbedder(32)))
+            assert missing in (0, KEYS), (missing, context)
         assert not list(folder.rglob("*.ditto-tmp")), context
         assert not (folder / ".ditto" / "journal.json").exists(), context
         start = max(rounds) + 1

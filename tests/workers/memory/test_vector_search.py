@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 
 from ditto import Ditto, create_ditto
-from tests.workers.memory.conftest import OpenStore
+from tests.workers.memory.conftest import OpenStore, requires
 from workers.memory import MemoryStore, MemoryStoreError, create_memory_worker
 from workers.memory.maintenance.reindex import reindex
+from workers.memory.ports import KeywordSearch, VectorStore
 from workers.memory.retrieval.embeddings import CallableEmbedder, HashingEmbedder
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, requires(VectorStore, KeywordSearch)]
 
 DIMENSION = 16
 
@@ -248,7 +249,8 @@ async def test_reindex_moves_a_store_to_a_new_model_and_resumes_after_a_failure(
     )
 
 
-@pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])  # stores other processes share
+# The stores other processes share.
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres", "mysql", "markdown"])
 async def test_another_process_sees_new_and_deleted_vectors(env: Env) -> None:
     embedder = TableEmbedder()
     writer = await env.runtime(embedder=embedder)

@@ -31,3 +31,9 @@ async def test_a_store_with_only_the_core_has_no_capability_and_search_is_unavai
 async def test_every_built_in_store_offers_every_capability(open_store: OpenStore) -> None:
     assert list(CAPABILITIES) == EVERY_CAPABILITY
     assert capabilities(await open_store()) == EVERY_CAPABILITY
+
+
+@pytest.mark.parametrize("store_kind", ["markdown"])
+async def test_the_markdown_store_offers_every_capability_but_usage(open_store: OpenStore) -> None:
+    # Usage counters would rewrite a person's files on every search.
+    assert capabilities(await open_store()) == [c for c in EVERY_CAPABILITY if c != "usage"]

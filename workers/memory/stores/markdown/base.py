@@ -23,7 +23,7 @@ from workers.memory.model.records import Clock, utc_now
 from workers.memory.ports import MemoryStore
 from workers.memory.stores.markdown.errors import file_errors
 from workers.memory.stores.markdown.files import atomic_write, fsync_dir
-from workers.memory.stores.markdown.layout import GITIGNORE, SECRET_FILE, STATE_DIR
+from workers.memory.stores.markdown.layout import GITIGNORE, SECRET_FILE, STATE_DIR, VECTOR_FILE
 from workers.memory.stores.markdown.scan import FolderScan
 
 __all__ = ("MarkdownBase",)
@@ -128,6 +128,8 @@ class MarkdownBase(MemoryStore):
             ignore = state / ".gitignore"
             if not ignore.exists():
                 atomic_write(ignore, GITIGNORE.encode())
+            else:
+                _ignore_also(ignore, VECTOR_FILE)  # a folder made before there were vectors
             secret = state / SECRET_FILE
             if not secret.exists():
                 atomic_write(secret, secrets.token_hex(32).encode() + b"\n")
@@ -140,3 +142,13 @@ class MarkdownBase(MemoryStore):
 
     def _describe(self) -> dict[str, Any]:
         return {"folder": str(self.path), "records": len(self._folder.items)}
+
+
+def _ignore_also(ignore: Path, name: str) -> None:
+    """Add ``name`` to the ``.gitignore`` file ``ignore`` unless it lists it (a person's own
+    lines stay as they are)."""
+    text = ignore.read_bytes()
+    if name.encode() in text.splitlines():
+        return
+    separator = b"\n" if text and not text.endswith(b"\n") else b""
+    atomic_write(ignore, text + separator + name.encode() + b"\n")

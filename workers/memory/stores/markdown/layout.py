@@ -30,6 +30,7 @@ __all__ = (
     "STATE_DIR",
     "SUFFIX",
     "TEMP_SUFFIX",
+    "VECTOR_FILE",
     "decode_name",
     "encode_name",
     "is_record_file",
@@ -43,6 +44,7 @@ HISTORY_FILE = "history.jsonl"
 AUDIT_FILE = "audit.jsonl"
 JOURNAL_FILE = "journal.json"
 SECRET_FILE = "cursor-secret"
+VECTOR_FILE = "vectors.bin"
 SUFFIX = ".md"
 TEMP_SUFFIX = ".ditto-tmp"
 """Ends the store's temporary files: distinct from an editor's, which the store never touches."""
@@ -50,10 +52,11 @@ MAX_STEM = 150
 """Longest encoded file name stem (bytes; most file systems allow 255 for the whole name)."""
 GITIGNORE = (
     "# Written by the Markdown memory store: machine state that does not belong in git.\n"
-    f"{SECRET_FILE}\n{JOURNAL_FILE}\n*{TEMP_SUFFIX}\n"
+    f"{SECRET_FILE}\n{JOURNAL_FILE}\n*{TEMP_SUFFIX}\n{VECTOR_FILE}\n"
 )
 """``.ditto/.gitignore``: records, history and audit are tracked; the cursor key (a secret),
-a pending batch's journal and temporary files are not."""
+a pending batch's journal, temporary files and the vectors (derived data, rebuilt by
+``ditto memory reindex``) are not."""
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "._-")
 

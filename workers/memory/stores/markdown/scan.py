@@ -61,10 +61,11 @@ class FolderScan(FolderState):
     _synced = False
 
     def sync(self) -> None:
-        """Replay a crashed batch, catch up with the history, and take in every change made
-        to the files since the last look (see the module docstring)."""
+        """Replay a crashed batch, catch up with the history and the vectors, and take in
+        every change made to the files since the last look (see the module docstring)."""
         recover(self.root)
         self.refresh_history()
+        self.vectors.refresh()
         now = now_from(self._clock)
         seen: dict[str, FileState] = {}
         found: set[str] = set()

@@ -24,8 +24,10 @@ from workers.memory.stores.markdown.layout import (
     AUDIT_FILE,
     HISTORY_FILE,
     STATE_DIR,
+    VECTOR_FILE,
     record_path,
 )
+from workers.memory.stores.markdown.vectorlog import VectorLog
 
 __all__ = ("FileState", "FolderState", "clone", "clone_entry", "digest_of")
 
@@ -81,6 +83,7 @@ class FolderState:
         self.terms: dict[str, Counter[str]] = {}
         self.history: JsonLog[HistoryEntry] = JsonLog(root / STATE_DIR / HISTORY_FILE, HistoryEntry)
         self.audit: JsonLog[AuditEntry] = JsonLog(root / STATE_DIR / AUDIT_FILE, AuditEntry)
+        self.vectors = VectorLog(root / STATE_DIR / VECTOR_FILE)
         self.last: dict[str, HistoryEntry] = {}
         """id -> its latest history entry: the record as the store last wrote it."""
 
@@ -164,6 +167,7 @@ class FolderState:
         commit(self.root, batch)
         for item_id in deleted:
             self.drop(item_id)
+        self.vectors.forget(deleted)
         for relative in batch.deletes:
             self.files.pop(relative, None)
         for item, relative in placed:

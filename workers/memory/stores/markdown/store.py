@@ -18,7 +18,7 @@ from workers.memory.model.contracts import (
 from workers.memory.model.errors import key_taken
 from workers.memory.model.filters import matches_filter
 from workers.memory.model.merges import plan_merges
-from workers.memory.model.patches import plan_updates
+from workers.memory.model.patches import changes_text, plan_updates
 from workers.memory.model.planning import (
     WriteGuard,
     WriteRules,
@@ -37,17 +37,18 @@ from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import KeywordSearch, QueryPosition, RecordImport
 from workers.memory.retrieval.keyword import bm25, explained, keyword_request
 from workers.memory.retrieval.text import light_stem
+from workers.memory.retrieval.vectors import Vectors, matching_rows
 from workers.memory.stores.markdown.logs import MarkdownLogs
 from workers.memory.stores.markdown.state import clone
+from workers.memory.stores.markdown.vectors import MarkdownVectors
 
 if TYPE_CHECKING:
     from ditto.runtime.context import NodeContext
-    from workers.memory.retrieval.vectors import Vectors
 
 __all__ = ("MarkdownMemoryStore",)
 
 
-class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
+class MarkdownMemoryStore(MarkdownLogs, MarkdownVectors, KeywordSearch, RecordImport):
     """Memory records as Markdown files in a folder a person can read, edit and keep in git.
 
     One folder per namespace, one file per record (front matter with every field, the content
@@ -55,9 +56,10 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
     log in ``.ditto/``. A person's edits are taken in on the next operation, as new versions
     (:mod:`~workers.memory.stores.markdown.scan`); every batch is all or nothing, also across
     a crash (:mod:`~workers.memory.stores.markdown.files`). Keyword search is BM25 over the
-    records in memory, on the same calibrated scale as the other stores; there are no vectors
-    and no usage counters (a counter that changed a file on every search would bury a person's
-    edits in ``git diff``).
+    records in memory, on the same calibrated scale as the other stores; vectors live in
+    ``.ditto/vectors.bin`` (:mod:`~workers.memory.stores.markdown.vectors`), ignored by git
+    and rebuilt by reindex. There are no usage counters (a counter that changed a file on
+    every search would bury a person's edits in ``git diff``).
 
     Args:
         path: The folder (created on first use).
@@ -150,6 +152,7 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
     ) -> list[MemoryItem]:
         def write() -> list[MemoryItem]:
             folder = self._folder
+            self._check_vectors(vectors, needed=True)
             existing = {
                 (draft.namespace, draft.key): [
                     clone(folder.items[i]) for i in folder.ids_with_key(draft.namespace, draft.key)
@@ -165,11 +168,16 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
             }
             steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
             merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
+            written = [step.item for step in steps]
+            if vectors is not None:  # refuse before any change: all or nothing
+                matching_rows(written, vectors.hashes, skip=False)
             retired = [step.retired for step in steps if step.retired is not None]
             changed = [step.item for step in [*steps, *merges] if step.entry is not None]
             if retired or changed:
                 folder.save([*retired, *changed], history_of([*steps, *merges]))
-            return [step.item for step in steps]
+            if vectors is not None:
+                self._store_vectors(vectors, written)
+            return written
 
         return await self._run(write, writes=True)
 
@@ -182,12 +190,18 @@ class MarkdownMemoryStore(MarkdownLogs, KeywordSearch, RecordImport):
         def update() -> list[MemoryItem]:
             folder = self._folder
             now = now_from(self._clock)
+            self._check_vectors(vectors, needed=any(map(changes_text, patches)))
             stored = {
                 patch.id: folder.items[patch.id] for patch in patches if patch.id in folder.items
             }
             steps = plan_updates(patches, stored, now, guard)
-            folder.save([step.item for step in steps], [step.entry for step in steps])
-            return [step.item for step in steps]
+            updated = [step.item for step in steps]
+            if vectors is not None:  # refuse before any change: all or nothing
+                matching_rows(updated, vectors.hashes, skip=False)
+            folder.save(updated, [step.entry for step in steps])
+            if vectors is not None:
+                self._store_vectors(vectors, updated)
+            return updated
 
         return await self._run(update, writes=True)
 
