@@ -30,6 +30,7 @@ from ditto.app.cli.memory_common import (
     on_store,
     preview,
     print_json,
+    records,
 )
 from ditto.app.cli.memory_copy import copy
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
@@ -189,8 +190,8 @@ def search_records(
         console.print(_hits_table(output.hits, explain))
     if output.vector_missing:
         errors.print(
-            f"note: {output.vector_missing} records have no vector, so vector search cannot "
-            "see them; run `ditto memory reindex` to embed them",
+            f"note: vector search cannot see {records(output.vector_missing)} without a vector; "
+            "run `ditto memory reindex` to embed them",
             highlight=False,
         )
     if not output.hits:
@@ -298,15 +299,11 @@ def stats(as_json: JsonOption = False, config: ConfigOption = None) -> None:
     if vectors and vectors["model"]:
         console.print(
             f"vectors: {vectors['model']} ({vectors['dimension']}-d), "
-            f"{vectors['records_without_vector']} records without one"
-            + (f", reindexing to {vectors['reindex_target']}" if vectors["reindex_target"] else ""),
+            f"{records(vectors['records_without_vector'])} without one"
+            + (f", reindexing to {vectors['reindex_target']}" if vectors["reindex_target"] else "")
+            + (" (run `ditto memory reindex`)" if vectors["records_without_vector"] else ""),
             highlight=False,
         )
-        if vectors["records_without_vector"]:
-            console.print(
-                "vector search cannot see records without a vector: run `ditto memory reindex`",
-                highlight=False,
-            )
     health = report["index_health"]
     if health:
         console.print(

@@ -42,6 +42,7 @@ __all__ = (
     "preview",
     "print_json",
     "progress_bar",
+    "records",
 )
 
 T = TypeVar("T")
@@ -184,3 +185,8 @@ def progress_bar(rate: str | None = None, *, in_bytes: bool = False) -> Progress
         columns.append(_RateColumn(rate))
     columns.append(TimeRemainingColumn())
     return Progress(*columns, console=errors, transient=True)
+
+
+def records(count: int) -> str:
+    """``"1 record"``, ``"3 records"``."""
+    return f"{count} record" if count == 1 else f"{count} records"

@@ -31,7 +31,7 @@ def test_stats_and_search_point_to_reindex_until_it_ran(tmp_path: Path) -> None:
     assert "ditto memory reindex" in stats.stdout
 
     search = invoke_cli("memory", "search", "tea", "--strategy", "vector", "--config", str(config))
-    assert "3 records have no vector" in search.stderr
+    assert "cannot see 3 records without a vector" in search.stderr
     assert "ditto memory reindex" in search.stderr
 
     assert invoke_cli("memory", "reindex", "--config", str(config)).exit_code == 0
