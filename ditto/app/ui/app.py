@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from ditto.app.ui.backend import UiOptions, open_backend
-from ditto.app.ui.pages import governance, record, review, search, view_as
+from ditto.app.ui.pages import governance, record, review, runs, search, view_as, workers
 from ditto.app.ui.render import failure
 from ditto.app.ui.security import Guard
 from ditto.errors import DittoError
@@ -46,6 +46,8 @@ def create_app(options: UiOptions) -> Starlette:
         *review.routes,
         *view_as.routes,
         *governance.routes,
+        *runs.routes,
+        *workers.routes,
         Mount("/static", StaticFiles(directory=_static()), name="static"),
     ]
     return Starlette(

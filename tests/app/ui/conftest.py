@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -22,12 +23,14 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
     return anyio.run(seed, folder, 40)
 
 
-def client_for(seeded: Seeded, *, read_only: bool = False) -> TestClient:
+def client_for(seeded: Seeded, *, read_only: bool = False, **more: Any) -> TestClient:
+    """The app over ``seeded`` (``more``: the other :class:`UiOptions`), not yet started."""
     options = UiOptions(
         settings=load_config(seeded.config),
         token=TOKEN,
         read_only=read_only,
         principal=OPERATOR,
+        **more,
     )
     return TestClient(create_app(options), base_url="http://127.0.0.1")
 
