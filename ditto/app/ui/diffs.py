@@ -35,6 +35,9 @@ FIELDS = (
 """The fields a change may alter besides the content (timestamps and counters left out)."""
 
 
+_UNSET: tuple[Any, ...] = (None, [], {}, False)
+
+
 @dataclass(frozen=True)
 class Step:
     """One history entry and what it changed since the one before it."""
@@ -65,8 +68,8 @@ def timeline(entries: list[Any]) -> list[Step]:
             for name in FIELDS
             if before is None or getattr(before, name) != getattr(record, name)
         ]
-        if before is None:
-            changed = [row for row in changed if row[2] != "—"]
+        if before is None:  # a new record: only what it was given
+            changed = [row for row in changed if getattr(record, row[0]) not in _UNSET]
         old: list[str] = [] if before is None else content_text(before.content).splitlines()
         new = content_text(record.content).splitlines()
         lines = []

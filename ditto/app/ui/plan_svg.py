@@ -12,12 +12,12 @@ from typing import Any
 
 __all__ = ("Box", "Drawing", "Line", "layout")
 
-WIDTH = 170
+WIDTH = 220
 HEIGHT = 44
 GAP_X = 60
 GAP_Y = 18
 MARGIN = 12
-_LABEL = 22
+_LABEL = 30
 
 
 @dataclass(frozen=True)

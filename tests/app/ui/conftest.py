@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,6 +12,7 @@ from starlette.testclient import TestClient
 
 from ditto.app.config import load_config
 from ditto.app.ui import UiOptions, create_app
+from tests.app.ui.browser import chromium_or_skip
 from tests.app.ui.seed import OPERATOR, Seeded, seed
 
 TOKEN = "test-token-0123456789abcdef"
@@ -41,3 +43,9 @@ def client(seeded: Seeded) -> Iterator[TestClient]:
     with client_for(seeded) as opened:
         opened.cookies.set("ditto_ui", TOKEN)
         yield opened
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, installed once per session when missing (see ``browser``)."""
+    return chromium_or_skip()
