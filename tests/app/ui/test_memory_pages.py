@@ -44,6 +44,15 @@ def test_search_filters_narrow_the_hits(client: TestClient) -> None:
     assert "is not a date" in bad.text
 
 
+def test_as_of_shows_what_was_true_then(client: TestClient, seeded: Seeded) -> None:
+    now = client.get("/", params={"q": "Berlin", "namespace": "default"}).text
+    assert "user:city" in now
+    before = client.get("/", params={"q": "Berlin", "as_of": "2001-01-01T00:00"}).text
+    assert "Nothing matches" in before  # no record was valid yet
+    listing = client.get("/", params={"as_of": "2001-01-01T00:00"}).text
+    assert "No records here" in listing
+
+
 def test_why_not_this_one_names_the_stage(client: TestClient, seeded: Seeded) -> None:
     page = client.get("/", params={"q": "tea number", "why": "alice:diary"})
     assert "Why not alice:diary?" in page.text

@@ -9,10 +9,13 @@ import anyio
 import pytest
 from starlette.testclient import TestClient
 
+from ditto.app.config import load_config
+from ditto.app.ui import UiOptions, create_app
 from ditto.app.ui.security import csrf_token
 from tests.app.ui.approval import approval_graph, approval_worker, interrupted_run
 from tests.app.ui.conftest import TOKEN, client_for
 from tests.app.ui.seed import Seeded
+from tests.services import RedisSpace
 
 CSRF = {"csrf": csrf_token(TOKEN)}
 
@@ -66,3 +69,49 @@ def test_workers_shows_the_local_replicas_and_how_to_add_remote_ones(client: Tes
     page = client.get("/workers").text
     assert "MEMORY.SEARCH" in page
     assert "No remote workers are configured" in page
+
+
+@pytest.mark.redis
+def test_workers_reads_the_remote_workers_redis(
+    seeded: Seeded, tmp_path: Path, redis_space: RedisSpace
+) -> None:
+    """Under a private prefix: no worker alive, then a dead letter a worker left."""
+    from ditto.adapters.redis.dead_letters import DeadLetterReason, DeadLetters
+
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        seeded.config.read_text().replace(
+            "workers:\n", f"runtime:\n  remote:\n    prefix: '{redis_space.prefix}'\nworkers:\n", 1
+        )
+    )
+    settings = load_config(config, env={"DITTO_RUNTIME_REMOTE_REDIS_URL": redis_space.url})
+    options = UiOptions(settings=settings, token=TOKEN, principal="ops")
+    with TestClient(create_app(options), base_url="http://127.0.0.1") as remote:
+        remote.cookies.set("ditto_ui", TOKEN)
+        empty = remote.get("/workers").text
+        assert "No remote worker is alive under the prefix" in empty
+        assert "Dead letters (0)" in empty
+
+        async def dead_letter() -> None:
+            import redis.asyncio as aioredis
+
+            client = aioredis.Redis.from_url(redis_space.url)
+            try:
+                letters = DeadLetters(client, redis_space.prefix, "worker-7")
+                await letters.add(
+                    DeadLetterReason.REJECTED,
+                    "the envelope did not open",
+                    stream="calls",
+                    sealed=b"\x00sealed",
+                    envelope=None,
+                    deliveries=1,
+                )
+            finally:
+                await client.aclose()
+
+        anyio.run(dead_letter)
+        page = remote.get("/workers").text
+        assert "Dead letters (1)" in page
+        assert "the envelope did not open" in page
+        assert "<td>rejected</td>" in page
+        assert "<td>worker-7</td>" in page
