@@ -117,6 +117,7 @@ def server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        assert TOKEN not in log.read_text()  # a token from the environment is never echoed
         capture = request.config.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled():
             print(f"\nditto ui screenshots: {shots} (its output: {log})")
