@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 from starlette.testclient import TestClient
 
-from ditto.app.bootstrap import build_memory_store
+from ditto.app.bootstrap import build_memory_store, open_runtime
 from ditto.app.config import load_config
+from ditto.app.ui import UiOptions, create_app
+from ditto.app.ui.pages.search import explain_bars
 from ditto.app.ui.security import csrf_token
 from tests.app.ui.conftest import TOKEN
 from tests.app.ui.seed import OPERATOR, Seeded
@@ -145,3 +149,45 @@ def test_pin_archive_and_forget_are_confirmed_first(client: TestClient, seeded: 
     assert nodes.count("MEMORY.UPDATE") >= 2
     assert "MEMORY.DELETE" in nodes
     assert client.get(f"/records/{record}/explode").status_code == 400
+
+
+def test_explain_bars_draw_scores_and_say_the_rest() -> None:
+    hits = [
+        SimpleNamespace(explain={"strategy": "hybrid", "keyword_rank": 1, "keyword_score": 2.0,
+                                 "vector_score": None, "fused_score": 0.5, "vector_missing": 3}),
+        SimpleNamespace(explain={"keyword_score": 1.0, "vector_score": 0.25, "fused_score": 0.25}),
+        SimpleNamespace(explain=None),
+    ]  # fmt: skip
+    first, second, third = explain_bars(hits)
+    rows = {row["name"]: (row["text"], row["bar"]) for row in first}
+    assert rows["keyword score"] == ("2", 1.0)
+    assert rows["fused score"] == ("0.5", 1.0)
+    assert rows["vector score"] == ("—", None)  # the vector leg did not find it
+    assert rows["keyword rank"] == ("1", None)
+    assert rows["vector missing"] == ("3", None)
+    assert rows["strategy"] == ("hybrid", None)
+    second_rows = {row["name"]: row["bar"] for row in second}
+    assert second_rows == {"keyword score": 0.5, "vector score": 1.0, "fused score": 0.5}
+    assert third == []
+
+
+def test_hybrid_search_shows_every_leg(tmp_path: Path) -> None:
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        f"workers:\n  memory:\n    sqlite_path: '{tmp_path / 'm.sqlite'}'\n"
+        "    embedder: {kind: hashing}\n"
+    )
+
+    async def write() -> None:
+        async with open_runtime(load_config(config)) as runtime:
+            notes = [{"content": f"deploy window note {i} about tea"} for i in range(20)]
+            (await runtime.invoke("MEMORY.WRITE", {"memories": notes})).unwrap()
+
+    anyio.run(write)
+    options = UiOptions(settings=load_config(config), token=TOKEN)
+    with TestClient(create_app(options), base_url="http://127.0.0.1") as page:
+        page.cookies.set("ditto_ui", TOKEN)
+        html = page.get("/", params={"q": "deploy window tea", "strategy": "hybrid"}).text
+    assert html.count('class="result"') == 10
+    for fact in ("keyword score", "vector score", "fused score"):
+        assert f"<dt>{fact}</dt><dd><meter" in html, fact

@@ -66,8 +66,9 @@ def search_filter(params: dict[str, str]) -> dict[str, Any]:
 
 
 def explain_bars(hits: list[Any]) -> list[list[dict[str, Any]]]:
-    """Per hit, its explanation as rows ``{name, value, text, bar}``: a numeric fact gets a bar
-    (0..1 of the largest magnitude of that fact among the hits), a rank or a word is text."""
+    """Per hit, its explanation as rows ``{name, text, bar}``: a score (a leg's, the fusion's,
+    the reranker's) gets a bar, 0..1 of the largest magnitude of that score among the hits; a
+    rank, a count or a word is text; a leg that did not find the hit says so (``—``)."""
     largest: dict[str, float] = {}
     for hit in hits:
         for name, value in (hit.explain or {}).items():
@@ -78,7 +79,9 @@ def explain_bars(hits: list[Any]) -> list[list[dict[str, Any]]]:
         facts = []
         for name, value in (hit.explain or {}).items():
             label = name.replace("_", " ")
-            if _numeric(name, value):
+            if value is None:
+                facts.append({"name": label, "text": "—", "bar": None})
+            elif _numeric(name, value):
                 top = largest[name]
                 facts.append(
                     {
@@ -94,8 +97,11 @@ def explain_bars(hits: list[Any]) -> list[list[dict[str, Any]]]:
 
 
 def _numeric(name: str, value: Any) -> bool:
+    """Whether a fact is a score to draw (ranks and counts are read as numbers)."""
     return (
-        isinstance(value, int | float) and not isinstance(value, bool) and not name.endswith("rank")
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and name.endswith(("score", "relevance"))
     )
 
 
