@@ -3,7 +3,8 @@
 With a query, one ``MEMORY.SEARCH`` with ``options.explain`` (each hit's explanation drawn as
 bars, one per numeric fact, scaled to the largest among the hits) and, when ``why`` names a
 record (id or key), its ``explain_miss``. Without one, ``MEMORY.QUERY`` pages through the
-records newest first with the store's cursor: nothing is counted or loaded whole.
+records, most recently created first, with the store's cursor: nothing is counted or loaded
+whole.
 """
 
 from __future__ import annotations
@@ -158,7 +159,9 @@ async def search(request: Request) -> Response:
         browse: dict[str, Any] = {
             "filter": filter,
             "limit": limit,
-            "order_by": {"field": "updated_at", "direction": "desc"},
+            # Created, not updated: the stores index a namespace with its creation time, so a
+            # namespace's page is a range read (by updated_at it was a scan: 146 ms at 100k).
+            "order_by": {"field": "created_at", "direction": "desc"},
         }
         if params.get("cursor"):
             browse["cursor"] = params["cursor"]
