@@ -24,6 +24,7 @@ from ditto.runtime.runtime import Ditto, create_ditto
 from ditto.runtime.worker import WorkerDefinition
 
 if TYPE_CHECKING:
+    from ditto.runtime.checkpoints.port import CheckpointStore
     from workers.context.stores.base import ContextStateStore
     from workers.memory.maintenance.retention import RetentionPolicy
     from workers.memory.policy.config import WritePolicy
@@ -219,6 +220,8 @@ async def open_runtime(
     memory: bool = True,
     context: bool = True,
     remote: bool = True,
+    store: MemoryStore | None = None,
+    checkpoints: CheckpointStore | None = None,
 ) -> AsyncIterator[Ditto]:
     """A runtime with the configured MEMORY and CONTEXT workers (plus ``workers``), closed on
     exit. Stores are opened first and closed last, after the runtime has drained. Node types
@@ -234,6 +237,10 @@ async def open_runtime(
         context: Build the CONTEXT worker.
         remote: Route ``runtime.remote.node_types`` to remote workers (a worker process that
             serves them passes ``False``).
+        store: An opened memory store for the MEMORY worker instead of the configured one
+            (its caller opens and closes it: ``ditto ui`` also reads its history and audit log).
+        checkpoints: Where checkpointed and interrupted runs keep their state (see
+            :class:`~ditto.runtime.runtime.Ditto`).
     """
     settings = settings if settings is not None else load_config()
     elsewhere = frozenset(settings.runtime.remote.node_types) if remote else frozenset()
@@ -244,14 +251,19 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         local = list(workers)
         if memory:
-            store = await stack.enter_async_context(build_memory_store(settings, existing=existing))
+            if store is None:
+                store = await stack.enter_async_context(
+                    build_memory_store(settings, existing=existing)
+                )
             local.insert(0, local_part(build_memory_worker(settings, store), elsewhere))
         if context:
             context_store = build_context_store(settings)
             if context_store is not None:
                 stack.push_async_callback(context_store.aclose)
             local.append(local_part(build_context_worker(settings, context_store), elsewhere))
-        runtime = await stack.enter_async_context(create_ditto(config=settings, workers=local))
+        runtime = await stack.enter_async_context(
+            create_ditto(config=settings, workers=local, checkpoints=checkpoints)
+        )
         if remote:
             register_remote_workers(runtime, settings)
         yield runtime

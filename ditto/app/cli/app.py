@@ -23,6 +23,7 @@ from ditto.app.cli.mcp import mcp_app
 from ditto.app.cli.memory import memory_app
 from ditto.app.cli.models import models_app
 from ditto.app.cli.output import config_error, console, errors
+from ditto.app.cli.ui import ui
 from ditto.app.cli.worker import worker_app
 from ditto.app.config import load_config, redact_url, resolve_config_path
 from ditto.app.config.settings import Settings
@@ -45,6 +46,7 @@ app.add_typer(graph_app, name="graph")
 app.add_typer(models_app, name="models")
 app.add_typer(worker_app, name="worker")
 app.add_typer(checkpoints_app, name="checkpoints")
+app.command("ui")(ui)
 
 
 def _version(value: bool) -> None:

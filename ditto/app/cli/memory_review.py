@@ -28,6 +28,7 @@ from ditto.app.cli.memory_common import (
     print_json,
 )
 from ditto.app.cli.output import console, errors, fail_usage, settings_or_exit
+from ditto.app.review_reasons import safety_kinds, why_waiting
 
 if TYPE_CHECKING:
     from ditto.app.config import Settings
@@ -137,7 +138,7 @@ def _list(
         return page, contested
 
     page, contested = on_nodes(settings, work, principal)
-    found = _safety_kinds(settings, page.items)
+    found = safety_kinds(settings, page.items)
     rows = [
         {"record": item, "contests": contested.get(item.contests or ""), "safety": found[item.id]}
         for item in page.items
@@ -160,49 +161,10 @@ def _list(
             escape(item.namespace),
             escape(item.trust or "-"),
             escape(item.source or "-"),
-            escape(_why(item, row["contests"], row["safety"])),
+            escape(why_waiting(item, row["contests"], row["safety"])),
             escape(preview(item)),
         )
     console.print(table)
     if page.next_cursor:
         console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
     errors.print("decide with --accept ID or --reject ID", highlight=False)
-
-
-def _why(item: MemoryItem, target: MemoryItem | None, safety: dict[str, int]) -> str:
-    """Why ``item`` waits, in words."""
-    reasons = []
-    if item.status == "contested":
-        if target is None:
-            reasons.append(f"contests {item.contests} (no longer stored)")
-        else:
-            trust = f"{target.trust or 'no trust'} over {item.trust or 'no trust'}"
-            reasons.append(f"contests {target.key or target.id} ({target.status}, {trust})")
-    if safety:
-        found = ", ".join(f"{kind} ×{count}" for kind, count in sorted(safety.items()))
-        reasons.append(f"safety: {found}")
-    elif item.status == "quarantined":
-        reasons.append("quarantined (the safety rules in force find nothing now)")
-    return "; ".join(reasons)
-
-
-def _safety_kinds(settings: Settings, items: list[MemoryItem]) -> dict[str, dict[str, int]]:
-    """What the configured safety scanner finds in each record: kinds and counts (never the
-    text), over the fields the write policy's safety stage scans."""
-    from ditto.app.bootstrap import build_write_policy
-    from workers.memory.policy.safety import SafetyScanner, decide
-
-    rules = build_write_policy(settings).safety
-    scanner = SafetyScanner(rules)
-    found: dict[str, dict[str, int]] = {}
-    for item in items:
-        fields = {
-            "content": item.content,
-            "summary": item.summary,
-            "tags": item.tags,
-            "metadata": item.metadata,
-            "source": item.source,
-        }
-        findings = [finding for _, finding in scanner.scan_json(fields)]
-        found[item.id] = dict(decide(findings, rules).counts) if findings else {}
-    return found

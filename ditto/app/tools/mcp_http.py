@@ -9,24 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.lowlevel import Server
 
+from ditto.app.loopback import is_loopback
+
 if TYPE_CHECKING:
     pass
 
 __all__ = ("is_loopback", "serve_http")
 
 logger = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
-    import ipaddress
-
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve to any address
 
 
 class _BearerToken:

@@ -1,0 +1,1 @@
+"""One module per page group; each exports its ``routes``."""
