@@ -113,7 +113,9 @@ class Guard:
         rest = urlencode(
             [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "token"]
         )
-        target = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+        # One leading slash: ``//host/...`` would send the browser to another site.
+        path = "/" + (scope.get("root_path", "") + scope["path"]).lstrip("/")
+        target = path + (f"?{rest}" if rest else "")
         cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
         await send(
             {

@@ -4,11 +4,13 @@ of stored text, and read-only mode."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import anyio
 import pytest
 from starlette.testclient import TestClient
 
-from ditto.app.ui.security import csrf_token
+from ditto.app.ui.security import Guard, csrf_token
 from tests.app.ui.conftest import TOKEN, client_for
 from tests.app.ui.seed import MARKDOWN_IMAGE, SCRIPT, Seeded
 
@@ -116,3 +118,30 @@ def test_read_only_hides_and_refuses_changes(seeded: Seeded) -> None:
             assert refused.status_code == 403
             assert "read-only" in refused.text
         assert viewer.get(f"/records/{record}").status_code == 200  # still there
+
+
+def test_the_redirect_after_the_token_never_leaves_the_site() -> None:
+    """``//host/...`` as a path would be a redirect to another site (an HTTP client would
+    read it as a host, so the guard is called directly)."""
+    sent: list[dict[str, Any]] = []
+
+    async def unreachable(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app behind the guard is not reached")
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    guard = Guard(unreachable, token=TOKEN, read_only=False)
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "//example.org/x",
+        "query_string": f"token={TOKEN}".encode(),
+        "headers": [],
+    }
+    anyio.run(guard, scope, receive, send)
+    (location,) = [value for name, value in sent[0]["headers"] if name == b"location"]
+    assert (sent[0]["status"], location) == (303, b"/example.org/x")
