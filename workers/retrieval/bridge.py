@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 
-from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo
 from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import MemoryItem, SearchHit, SearchInput, SearchOutput
@@ -70,9 +69,12 @@ class RetrievalSearchProvider:
             limit=input.limit,
             options=input.options,
         )
-        result = await ctx.invoke(NODE, request)
+        try:
+            result = await ctx.invoke(NODE, request)
+        except DittoError as exc:  # no worker serves RETRIEVAL.SEARCH, the runtime closed...
+            raise _handed_on(exc.to_info()) from exc
         if not result.ok:
-            raise _handed_on(result)
+            raise _handed_on(result.error)
         output = _decoded(result.output, RetrievalSearchOutput, "a RETRIEVAL.SEARCH output")
         hits = []
         for candidate in output.candidates:
@@ -103,8 +105,9 @@ def _off_contract(what: str) -> DittoError:
     )
 
 
-def _handed_on(result: NodeResult[Any]) -> DittoError:
-    error = result.error or ErrorInfo(ErrorCode.RETRIEVAL_BACKEND_ERROR, "no error information")
+def _handed_on(error: ErrorInfo | None) -> DittoError:
+    if error is None:  # a failed result always carries one; never a silent success
+        error = ErrorInfo(ErrorCode.RETRIEVAL_BACKEND_ERROR, "no error information")
     if error.code in _KEPT:
         return DittoError(error.message, code=error.code, retryable=error.retryable)
     if error.code == ErrorCode.RETRIEVAL_STRATEGY_UNSUPPORTED:

@@ -18,13 +18,13 @@ from types import MappingProxyType
 from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.runtime.context import NodeContext
 from ditto.runtime.worker import WorkerDefinition, define_worker
-from workers.memory.model.contracts import MemoryFilter
+from workers.memory.model.contracts import MAX_QUERY_CHARS, MemoryFilter
 from workers.retrieval.contracts import (
     RetrievalCandidate,
     RetrievalSearchInput,
     RetrievalSearchOutput,
 )
-from workers.retrieval.errors import RetrievalError, provider_boundary, unsupported
+from workers.retrieval.errors import RetrievalError, invalid, provider_boundary, unsupported
 from workers.retrieval.ports import ProviderRequest, ProviderResult, RetrievalProvider
 
 __all__ = ("MAX_LIMIT", "NODE", "create_retrieval_worker")
@@ -68,6 +68,8 @@ class _SearchNode:
                 f"target {target.name!r} ({provider.kind}) has no strategy {strategy!r}; "
                 f"it offers {', '.join(provider.strategies)}"
             )
+        if isinstance(request.query.content, str) and len(request.query.content) > MAX_QUERY_CHARS:
+            raise invalid(f"query is longer than {MAX_QUERY_CHARS} characters")
         limit = request.limit or self.search_limit
         asked = ProviderRequest(
             target.name,

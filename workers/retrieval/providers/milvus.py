@@ -124,6 +124,7 @@ class MilvusProvider:
         self.model: EmbeddingModel = model_of(embedder)
         self.index = index
         self._owns = False
+        self._lite_path: str | None = None
         self._checked = False
 
     @classmethod
@@ -136,6 +137,7 @@ class MilvusProvider:
             client = MilvusClient(uri)
         provider = cls(client, collection, embedder, index=index)
         provider._owns = True
+        provider._lite_path = None if "://" in uri else uri
         return provider
 
     async def _run(self, call: Callable[[], T]) -> T:
@@ -172,8 +174,16 @@ class MilvusProvider:
             )
 
     async def aclose(self) -> None:
-        if self._owns:
-            await self._run(self.client.close)
+        """Close the client :meth:`from_uri` made, and stop the Milvus Lite engine it started
+        for a local file (it would hold the file's lock until the process exits)."""
+        if not self._owns:
+            return
+        await self._run(self.client.close)
+        if self._lite_path is not None:
+            from milvus_lite.server_manager import server_manager_instance
+
+            path = self._lite_path
+            await anyio.to_thread.run_sync(lambda: server_manager_instance.release_server(path))
 
     async def upsert(self, documents: Sequence[MilvusDocument]) -> int:
         """Embed ``documents`` and write them (a document with an id already there replaces

@@ -18,7 +18,6 @@ import msgspec
 from ditto.errors import ErrorCode
 from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import (
-    MAX_QUERY_CHARS,
     MemoryFilter,
     SearchHit,
     SearchInput,
@@ -77,11 +76,8 @@ async def run_engine(
         DittoError: ``INVALID_INPUT`` (a query or option the engine refuses), the engine's
             coded errors, or ``INVALID_BACKEND_OUTPUT`` for a hit outside the filter or limit.
     """
-    query = request.query
-    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
-        raise invalid(f"query is longer than {MAX_QUERY_CHARS} characters")
     search = SearchInput(
-        query, request.strategy, filter, request.limit, request.options, explain_miss=None
+        request.query, request.strategy, filter, request.limit, request.options, explain_miss=None
     )
     check_input(search)
     found = await engine.search(search, ctx)
