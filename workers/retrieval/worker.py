@@ -15,9 +15,10 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ditto.contracts.node_types import NodeContract
 from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from ditto.runtime.context import NodeContext
-from ditto.runtime.worker import WorkerDefinition, define_worker
+from ditto.runtime.worker import NodeSpec, WorkerDefinition, define_worker
 from workers.memory.model.contracts import MAX_QUERY_CHARS, MemoryFilter
 from workers.retrieval.contracts import (
     RetrievalCandidate,
@@ -27,9 +28,12 @@ from workers.retrieval.contracts import (
 from workers.retrieval.errors import RetrievalError, invalid, provider_boundary, unsupported
 from workers.retrieval.ports import ProviderRequest, ProviderResult, RetrievalProvider
 
-__all__ = ("MAX_LIMIT", "NODE", "create_retrieval_worker")
+__all__ = ("MAX_LIMIT", "NODE", "SEARCH_CONTRACT", "create_retrieval_worker")
 
 NODE = "RETRIEVAL.SEARCH"
+SEARCH_CONTRACT = NodeContract(NODE, RetrievalSearchInput, RetrievalSearchOutput)
+"""The node's wire types: a runtime that sends RETRIEVAL.SEARCH to remote workers registers
+it with this contract, so inputs are checked before they leave and outputs decoded on return."""
 MAX_LIMIT = 10_000
 _NEVER = frozenset({"rag"})
 """Strategies no target runs (the reference refuses ``rag`` in any case: generation is not
@@ -159,12 +163,18 @@ def create_retrieval_worker(
     node = _SearchNode(table, search_limit)
 
     async def close_all() -> None:
-        for provider in table.values():
-            await provider.aclose()
+        failures = []
+        for provider in table.values():  # every one, even after one fails
+            try:
+                await provider.aclose()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise ExceptionGroup("closing retrieval targets failed", failures)
 
     return define_worker(
         "retrieval",
-        {NODE: node.search},
+        {NODE: NodeSpec(node.search, SEARCH_CONTRACT.input_type, SEARCH_CONTRACT.output_type)},
         concurrency=concurrency,
         dispose=close_all if own_targets else None,
     )

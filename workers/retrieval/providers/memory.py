@@ -42,6 +42,8 @@ class MemoryStoreProvider:
         access: The access policy of the MEMORY worker over the same store: give the same
             one, or this target shows what that worker would hide.
         clock: Judges expiry.
+        owns_store: Close ``store`` in :meth:`aclose` (a worker process that opened it for
+            this target alone).
     """
 
     kind = "memory"
@@ -54,8 +56,10 @@ class MemoryStoreProvider:
         settings: SearchSettings | None = None,
         access: AccessPolicy | None = None,
         clock: Clock = utc_now,
+        owns_store: bool = False,
     ) -> None:
         self.store = store
+        self._owns_store = owns_store
         self._engine = SearchEngine(store, embedder, settings)
         self._access = AccessControl(access or AccessPolicy(), store, audit=False, clock=clock)
         self._clock = clock
@@ -65,7 +69,10 @@ class MemoryStoreProvider:
         await self.store.open()
 
     async def aclose(self) -> None:
-        """Nothing: the store is the application's."""
+        """Close the store if it was handed over (``owns_store``); the application's stays
+        open."""
+        if self._owns_store:
+            await self.store.aclose()
 
     async def search(self, request: ProviderRequest, ctx: NodeContext) -> ProviderResult:
         principal = self._access.principal(ctx)

@@ -104,7 +104,7 @@ class MilvusProvider:
     """
 
     kind = "milvus"
-    strategies = ("vector",)
+    strategies: tuple[str, ...] = ("vector",)
 
     def __init__(
         self,
