@@ -47,27 +47,29 @@ _MAX_FILE_BYTES = 20_000_000
 
 
 def chunk_text(text: str, chunk_words: int) -> list[str]:
-    """``text`` as chunks of whole paragraphs of at most ``chunk_words`` words each (a longer
-    paragraph is cut between words first); no empty chunk."""
+    """``text`` as chunks of at most ``chunk_words`` words that end between paragraphs where
+    they can: a paragraph that fits in a chunk of its own is never cut, and only one longer
+    than a chunk is cut between words (its first piece filling what the chunk has left, so a
+    heading stays with the text under it); no empty chunk."""
     chunks: list[str] = []
     current: list[str] = []
     size = 0
     for paragraph in _PARAGRAPH.split(text):
         words = paragraph.split()
-        if len(words) <= chunk_words:
-            pieces = [paragraph.strip()] if words else []
-        else:
-            pieces = [
-                " ".join(words[start : start + chunk_words])
-                for start in range(0, len(words), chunk_words)
-            ]
-        for piece in pieces:
-            count = len(piece.split())
-            if size and size + count > chunk_words:
-                chunks.append("\n\n".join(current))
-                current, size = [], 0
-            current.append(piece)
-            size += count
+        whole = True
+        while words:
+            room = chunk_words - size
+            if len(words) <= room:
+                current.append(paragraph.strip() if whole else " ".join(words))
+                size += len(words)
+                break
+            if size and len(words) <= chunk_words:
+                taken: list[str] = []  # it fits a chunk of its own: start one
+            else:
+                taken, words, whole = words[:room], words[room:], False
+                current.append(" ".join(taken))
+            chunks.append("\n\n".join(current))
+            current, size = [], 0
     if current:
         chunks.append("\n\n".join(current))
     return chunks
