@@ -14,6 +14,7 @@ back as a ``SearchHit``), the record's id as its ``id`` and ``source.ref``.
 
 from __future__ import annotations
 
+from ditto.errors import ErrorCode
 from ditto.runtime.context import NodeContext
 from workers.memory.model.filters import is_visible
 from workers.memory.model.records import Clock, now_from, utc_now
@@ -84,7 +85,7 @@ class MemoryStoreProvider:
                 if not is_visible(hit.memory, principal):  # the store filtered already
                     raise RetrievalError(
                         "the memory search returned a record the caller may not see",
-                        code="INVALID_BACKEND_OUTPUT",
+                        code=ErrorCode.INVALID_BACKEND_OUTPUT,
                     )
         candidates = [
             RetrievalCandidate(
