@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from ditto import Ditto, create_ditto
@@ -124,3 +125,36 @@ async def test_without_a_retrieval_worker_the_search_fails_and_nothing_else(
     assert result.error.code == ErrorCode.MEMORY_BACKEND_ERROR
     assert result.error.details == {"retrieval_code": "UNKNOWN_NODE"}
     assert len(got.unwrap().items) == len(DOCS)
+
+
+class _Stalled:
+    """A memory target whose search never answers: what a stuck Milvus or a lost remote worker
+    looks like to the caller."""
+
+    kind = "memory"
+    strategies = ("auto",)
+
+    def __init__(self) -> None:
+        self.cancelled = anyio.Event()
+
+    async def open(self) -> None:
+        pass
+
+    async def search(self, request: Any, ctx: Any) -> Any:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.cancelled.set()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_the_callers_deadline_reaches_the_retrieval_search(store: SqliteMemoryStore) -> None:
+    stalled = _Stalled()
+    delegating = create_memory_worker(store, RetrievalSearchProvider("memory"))
+    retrieval = create_retrieval_worker({"memory": stalled})
+    async with create_ditto(workers=[delegating, retrieval]) as runtime:
+        result = await runtime.invoke("MEMORY.SEARCH", {"query": "red"}, timeout=0.2)
+    assert result.status == "timeout"
+    assert stalled.cancelled.is_set()  # the nested search was cancelled, not left running
