@@ -160,3 +160,15 @@ async def test_documents_over_milvus_limits_are_refused(provider: MilvusProvider
         with pytest.raises(Exception, match="bytes") as raised:
             await provider.upsert([document])
         assert getattr(raised.value, "code", None) == ErrorCode.INVALID_INPUT
+
+
+async def test_a_collection_written_earlier_is_searched_after_a_reopen(tmp_path: Path) -> None:
+    path = str(tmp_path / "milvus.db")
+    writer = MilvusProvider.from_uri(path, "docs", HashingEmbedder(64))
+    await writer.upsert(_documents(10))
+    await writer.aclose()  # the engine stops: the next provider starts it on the same file
+    reader = MilvusProvider.from_uri(path, "docs", HashingEmbedder(64))
+    worker = create_retrieval_worker({"m": reader}, own_targets=True)
+    async with create_ditto(workers=[worker]) as runtime:
+        result = await _search(runtime, query={"content": "x"}, target={"name": "m"}, limit=10)
+    assert sorted(c.id for c in result.unwrap().candidates) == [f"doc-{n:04d}" for n in range(10)]

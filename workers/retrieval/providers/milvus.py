@@ -146,7 +146,8 @@ class MilvusProvider:
             return await anyio.to_thread.run_sync(call)
 
     async def open(self) -> None:
-        """Check that the collection exists and holds vectors of this embedder's model.
+        """Check that the collection exists and holds vectors of this embedder's model, and
+        load it for search.
 
         Raises:
             RetrievalError: ``RETRIEVAL_PROVIDER_UNAVAILABLE`` (no such collection),
@@ -160,6 +161,9 @@ class MilvusProvider:
                 code=ErrorCode.RETRIEVAL_PROVIDER_UNAVAILABLE,
             )
         await self._check_model()
+        # A collection opened anew (another process, a restarted engine) is not searchable
+        # until loaded; loading a loaded one costs a round trip, once per provider.
+        await self._run(lambda: self.client.load_collection(self.collection))
         self._checked = True
 
     async def _check_model(self) -> None:
