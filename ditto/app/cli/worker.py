@@ -36,8 +36,8 @@ def serve(
         list[str] | None,
         typer.Option(
             "--worker",
-            help="memory, context or module:attr (a worker definition); repeat for several. "
-            "Default: memory and context.",
+            help="memory, context, retrieval or module:attr (a worker definition); repeat for "
+            "several. Default: memory and context.",
         ),
     ] = None,
     concurrency: Annotated[

@@ -21,6 +21,7 @@ from ditto.app.config.memory_settings import (
     RetentionRuleSettings,
 )
 from ditto.app.config.policy_settings import MemoryPolicySettings
+from ditto.app.config.retrieval_settings import RetrievalTargetSettings, RetrievalWorkerSettings
 from ditto.contracts.node_types import is_node_type
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 
@@ -37,6 +38,8 @@ __all__ = (
     "MemoryWorkerSettings",
     "RemoteSettings",
     "RetentionRuleSettings",
+    "RetrievalTargetSettings",
+    "RetrievalWorkerSettings",
     "RuntimeSettings",
     "Settings",
     "WorkersSettings",
@@ -184,6 +187,9 @@ class MemoryWorkerSettings(_Strict):
     retention: MemoryRetentionSettings = MemoryRetentionSettings()
     embedder: EmbedderSettings = EmbedderSettings()
     search: MemorySearchSettings = MemorySearchSettings()
+    search_target: str | None = Field(None, min_length=1, max_length=256)
+    """Hand every SEARCH to ``RETRIEVAL.SEARCH`` on this target (a memory target of a RETRIEVAL
+    worker, here or remote) instead of searching the store here; ``null``: search here."""
     postgres_schema: str = Field("ditto", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     """The PostgreSQL schema holding the memory tables (created if missing)."""
     postgres_pool_size: int = Field(10, ge=1, le=1000)
@@ -280,6 +286,7 @@ class WorkersSettings(_Strict):
 
     memory: MemoryWorkerSettings = MemoryWorkerSettings()
     context: ContextWorkerSettings = ContextWorkerSettings()
+    retrieval: RetrievalWorkerSettings = RetrievalWorkerSettings()
 
 
 class Settings(_Strict):

@@ -1,8 +1,8 @@
 """``ditto worker serve`` and ``ditto worker list``: a process serving node types to runtimes on
 other hosts over Redis Streams, and a view of the live ones.
 
-A worker process builds its workers as ``bootstrap`` does — the configured MEMORY and CONTEXT
-workers and/or user workers named by import path (``myapp.workers:weather``) — on its own
+A worker process builds its workers as ``bootstrap`` does — the configured MEMORY, CONTEXT and
+RETRIEVAL workers and/or user workers named by import path (``myapp.workers:weather``) — on its own
 services, credentials and access policy, and serves their node types until SIGTERM or SIGINT:
 then it stops reading, finishes the calls in flight, replies, acknowledges and deregisters.
 """
@@ -39,7 +39,9 @@ __all__ = (
     "serve_worker",
 )
 
-BUILT_IN = ("memory", "context")
+BUILT_IN = ("memory", "context", "retrieval")
+DEFAULT_KINDS = ("memory", "context")
+"""What a worker process serves when no ``--worker`` is given."""
 
 
 def load_worker(target: str) -> WorkerDefinition:
@@ -51,7 +53,9 @@ def load_worker(target: str) -> WorkerDefinition:
     """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
-        raise ConfigError(f"--worker {target!r}: expected memory, context or module:attr")
+        raise ConfigError(
+            f"--worker {target!r}: expected memory, context, retrieval or module:attr"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -139,7 +143,8 @@ async def serve_worker(
     """Serve until SIGTERM/SIGINT, then drain and deregister.
 
     Args:
-        kinds: ``memory``, ``context`` and/or ``module:attr`` targets (empty: memory and context).
+        kinds: ``memory``, ``context``, ``retrieval`` and/or ``module:attr`` targets (empty:
+            memory and context).
         concurrency: Calls run at once; default what the served workers declare (see
             :func:`declared_concurrency`).
         worker_id: This worker's name; default ``<host>-<pid>``.
@@ -155,7 +160,9 @@ async def serve_worker(
     from ditto.app.bootstrap import open_runtime
     from ditto.runtime.transports.envelope import Signer
 
-    kinds = list(kinds) or list(BUILT_IN)
+    kinds = list(kinds) or list(DEFAULT_KINDS)
+    if "retrieval" in kinds and not settings.workers.retrieval.targets:
+        raise ConfigError("--worker retrieval: workers.retrieval.targets is empty")
     user = [load_worker(kind) for kind in kinds if kind not in BUILT_IN]
     signer = Signer.from_environment()
     client = redis_client(settings, (concurrency or MAX_DECLARED) + 8)
@@ -175,6 +182,7 @@ async def serve_worker(
             workers=user,
             memory="memory" in kinds,
             context="context" in kinds,
+            retrieval="retrieval" in kinds,
             remote=False,
         ) as runtime:
             local = [info for info in runtime.workers() if info.type != "remote"]
