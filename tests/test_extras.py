@@ -15,7 +15,7 @@ from ditto.extras import extra_requirements, install_hint
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
-@pytest.mark.parametrize("extra", ["postgres", "mysql", "embeddings", "mcp"])
+@pytest.mark.parametrize("extra", ["postgres", "mysql", "embeddings", "mcp", "ui", "retrieval"])
 def test_a_hint_installs_exactly_the_packages_the_extra_declares(extra: str) -> None:
     declared = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"][extra]
     assert _parsed(extra_requirements(extra)) == _parsed(declared)
