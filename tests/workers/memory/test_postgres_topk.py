@@ -1,0 +1,241 @@
+"""The PostgreSQL store's keyword search returns the exact BM25 top-k over every match
+(``stores.postgres.search``): the same records, order and scores as BM25 computed in Python
+over the whole table, with old records that win, filters, updates, deletes and concurrent
+writers, and statistics (``search_schema``) that stay exact through all of them."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from ditto import Ditto, create_ditto
+from tests.services import PostgresSpace
+from tests.workers.memory.conftest import TickingClock
+from tests.workers.memory.postgres_bm25 import exact_scores, ranked, table_terms
+from workers.memory import MemoryDraft, create_memory_worker
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+asyncpg = pytest.importorskip("asyncpg", reason="PostgreSQL tests need asyncpg")
+
+from workers.memory.stores.postgres import PostgresMemoryStore  # noqa: E402
+
+COMMON = [
+    "espresso",
+    "garden",
+    "river",
+    "mountain",
+    "lake",
+    "forest",
+    "valley",
+    "meadow",
+    "coffee",
+    "lion",
+]
+RARE = [f"{a}{b}" for a in ("zor", "qua", "vel", "mip", "tak") for b in ("ix", "on", "ur", "el")]
+
+
+def sentence(chance: random.Random, length: int) -> str:
+    """Zipf-like text: a few words in most records, rare ones in few, stop words between."""
+    words = chance.choices(
+        [*COMMON, *RARE, "the", "of"], [30, *[8] * 9, *[1] * 20, 40, 20], k=length
+    )
+    return " ".join(words)
+
+
+@pytest.fixture
+async def store(postgres_space: PostgresSpace) -> AsyncIterator[PostgresMemoryStore]:
+    async with PostgresMemoryStore.from_url(
+        postgres_space.url, schema=postgres_space.schema, clock=TickingClock()
+    ) as store:
+        yield store
+
+
+@pytest.fixture
+async def runtime(store: PostgresMemoryStore) -> AsyncIterator[Ditto]:
+    async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+        yield runtime
+
+
+async def search(runtime: Ditto, query: str, **arguments: Any) -> list[tuple[str, float]]:
+    result = (await runtime.invoke("MEMORY.SEARCH", {"query": query, **arguments})).unwrap()
+    return [(hit.memory.id, hit.score) for hit in result.hits]
+
+
+async def assert_exact(
+    runtime: Ditto, space: PostgresSpace, query: str, limit: int, **arguments: Any
+) -> list[str]:
+    """The search's hits are the reference's top ``limit`` (of ``among`` when given), with its
+    scores; returns them."""
+    among = arguments.pop("among", None)
+    hits = await search(runtime, query, limit=limit, **arguments)
+    exact = await exact_scores(space, query)
+    assert [id for id, _ in hits] == ranked(exact, among)[:limit], query
+    assert [score for _, score in hits] == pytest.approx([exact[id] for id, _ in hits], rel=1e-9), (
+        query
+    )
+    return [id for id, _ in hits]
+
+
+async def assert_statistics_exact(space: PostgresSpace) -> None:
+    """The counters the database keeps equal the statistics recounted from every record."""
+    documents = await table_terms(space)
+    connection = await asyncpg.connect(space.url)
+    try:
+        s = f'"{space.schema}"'
+        totals = await connection.fetchrow(
+            f"SELECT coalesce(sum(documents), 0), coalesce(sum(words), 0) "
+            f"FROM {s}.memory_keyword_totals"
+        )
+        terms = await connection.fetch(
+            f"SELECT term, sum(documents) FROM {s}.memory_keyword_terms GROUP BY term "
+            "HAVING sum(documents) <> 0"
+        )
+    finally:
+        await connection.close()
+    frequency: Counter[str] = Counter()
+    for counts in documents.values():
+        frequency.update(term for term in counts if not term.startswith(" "))
+    assert (totals[0], totals[1]) == (
+        len(documents),
+        sum(counts.total() for counts in documents.values()),
+    )
+    assert {term: int(count) for term, count in terms} == dict(frequency)
+
+
+QUERIES = (
+    "zorix espresso",
+    "quaon garden river",
+    "velur mipel takix the",
+    "espresso garden",
+    "lion coffee meadow zorel",
+    "takon",
+    "forest quaur velix unicorn",
+)
+
+
+async def test_old_records_that_score_best_are_found(
+    runtime: Ditto, postgres_space: PostgresSpace
+) -> None:
+    # The best records for "velix" are the oldest: short, holding it twice. Newer records,
+    # thousands of them, hold it once in long text (a newest-records window ranks only those).
+    best = [
+        (await runtime.invoke("MEMORY.WRITE", {"memories": [{"content": "velix velix"}]}))
+        .unwrap()
+        .items[0]
+        .id
+        for _ in range(3)
+    ]
+    chance = random.Random(1)
+    for _ in range(3):
+        drafts = [
+            {
+                "content": f"{'velix ' if chance.random() < 0.3 else ''}{sentence(chance, 40)}",
+                "namespace": chance.choice("ab"),
+            }
+            for _ in range(1_000)
+        ]
+        (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
+    hits = await assert_exact(runtime, postgres_space, "velix espresso", 10)
+    assert set(hits[:3]) == set(best)
+    for query in QUERIES:
+        await assert_exact(runtime, postgres_space, query, 10)
+    await assert_exact(runtime, postgres_space, "velix", 25)
+
+
+async def test_filters_apply_before_the_limit(
+    runtime: Ditto, store: PostgresMemoryStore, postgres_space: PostgresSpace
+) -> None:
+    chance = random.Random(2)
+    items = await store.write(
+        [
+            MemoryDraft(
+                content={"text": sentence(chance, chance.randint(5, 30))},
+                namespace=chance.choice(("alice", "bob", "team")),
+                tags=[chance.choice(("fact", "pref"))],
+            )
+            for _ in range(1_500)
+        ],
+        "create",
+    )
+    alice = [item.id for item in items if item.namespace == "alice"]
+    facts = [item.id for item in items if item.tags == ["fact"] and item.namespace == "bob"]
+    for query in QUERIES:
+        await assert_exact(
+            runtime, postgres_space, query, 10, filter={"namespace": "alice"}, among=alice
+        )
+        await assert_exact(
+            runtime,
+            postgres_space,
+            query,
+            7,
+            filter={"namespace": "bob", "tags_any": ["fact"]},
+            among=facts,
+        )
+
+
+async def test_statistics_stay_exact_through_updates_and_deletes(
+    runtime: Ditto, store: PostgresMemoryStore, postgres_space: PostgresSpace
+) -> None:
+    chance = random.Random(3)
+    items = await store.write(
+        [MemoryDraft(content={"text": sentence(chance, 20)}) for _ in range(800)], "create"
+    )
+    await assert_statistics_exact(postgres_space)
+    changed = chance.sample(items, 200)
+    updates = [
+        {"id": item.id, "content": {"text": f"quaon quaon {sentence(chance, 5)}"}}
+        for item in changed[:100]
+    ]
+    (await runtime.invoke("MEMORY.UPDATE", {"updates": updates})).unwrap()
+    # An update that leaves the text alone changes no statistic.
+    (
+        await runtime.invoke(
+            "MEMORY.UPDATE", {"updates": [{"id": item.id, "tags": ["x"]} for item in changed]}
+        )
+    ).unwrap()
+    (await runtime.invoke("MEMORY.DELETE", {"ids": [item.id for item in changed[100:]]})).unwrap()
+    await assert_statistics_exact(postgres_space)
+    for query in QUERIES:
+        await assert_exact(runtime, postgres_space, query, 10)
+    hits = await assert_exact(runtime, postgres_space, "quaon", 10)
+    assert set(hits) <= {item.id for item in changed[:100]}
+    everything = [item.id for item in items]
+    (await runtime.invoke("MEMORY.DELETE", {"ids": everything})).unwrap()
+    await assert_statistics_exact(postgres_space)
+    assert await search(runtime, "quaon espresso") == []
+
+
+async def test_concurrent_writers_keep_the_statistics_exact(
+    postgres_space: PostgresSpace,
+) -> None:
+    stores = [
+        PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema, pool_size=2)
+        for _ in range(3)
+    ]
+    chance = random.Random(4)
+    batches = [
+        [[MemoryDraft(content={"text": sentence(chance, 15)}) for _ in range(50)] for _ in range(6)]
+        for _ in stores
+    ]
+
+    async def write_all(store: PostgresMemoryStore, drafts: list[list[MemoryDraft]]) -> None:
+        async with anyio.create_task_group() as group:
+            for batch in drafts:
+                group.start_soon(store.write, batch, "create")
+
+    for store in stores:
+        await store.open()
+    try:
+        async with anyio.create_task_group() as group:
+            for store, drafts in zip(stores, batches, strict=True):
+                group.start_soon(write_all, store, drafts)
+    finally:
+        for store in stores:
+            await store.aclose()
+    await assert_statistics_exact(postgres_space)
