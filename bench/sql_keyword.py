@@ -178,8 +178,8 @@ async def main(
                         for question in questions:
                             if wanted[question]:
                                 got = await search(runtime, question)
-                                exact = set(wanted[question])
-                                shares.append(len(exact & set(got)) / len(exact))
+                                best = set(wanted[question])
+                                shares.append(len(best & set(got)) / len(best))
                         lines.append(
                             f"top-10 overlap with exact BM25, {label} {name}: "
                             f"{statistics.mean(shares):.3f} over {len(shares)} questions"
