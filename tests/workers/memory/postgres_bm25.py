@@ -1,29 +1,34 @@
 """Exact Okapi BM25 over a PostgreSQL store's whole table, computed in Python from what
-PostgreSQL's own analysis makes of each record, independently of the store's statistics
-tables and its pruning: the reference the store's keyword search must equal."""
+PostgreSQL's own analysis makes of each record and from each record's words, independently of
+the store's statistics tables, its length column and its pruning: the reference the store's
+keyword search must equal."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import asyncpg
 
 from tests.services import PostgresSpace
-from workers.memory.retrieval.keyword import bm25
+from workers.memory.retrieval.keyword import calibrated, idf
 from workers.memory.retrieval.text import query_words, words
 
-__all__ = ("STOP_WORDS", "exact_scores", "query_terms", "ranked", "table_terms")
-
-STOP_WORDS = " stop words"
-"""The key a record's stop-word positions are counted under (no lexeme has a space): a
-record's length (``Counter.total()``) counts its stop words, as FTS5 counts them."""
+__all__ = ("Table", "exact_scores", "query_terms", "ranked", "read_table")
 
 
-async def table_terms(space: PostgresSpace) -> dict[str, Counter[str]]:
-    """Every record's lexemes with their number of positions (``unnest(tsv)``), and its
-    stop words under ``STOP_WORDS`` (its words, as the shared tokenizer counts them in its
-    indexed text, less its lexemes' positions)."""
+@dataclass(frozen=True)
+class Table:
+    """Every record's lexemes with their number of positions (``unnest(tsv)``) and its
+    length: its words as the shared tokenizer counts them, stop words included."""
+
+    terms: dict[str, Counter[str]]
+    lengths: dict[str, int]
+
+
+async def read_table(space: PostgresSpace) -> Table:
     connection = await asyncpg.connect(space.url)
     try:
         rows = await connection.fetch(
@@ -32,17 +37,13 @@ async def table_terms(space: PostgresSpace) -> dict[str, Counter[str]]:
         )
     finally:
         await connection.close()
-    documents: dict[str, Counter[str]] = {}
-    length: dict[str, int] = {}
+    table = Table({}, {})
     for id, lexeme, count, text in rows:
-        documents.setdefault(id, Counter())
-        length[id] = len(words(text))
+        table.terms.setdefault(id, Counter())
+        table.lengths[id] = len(words(text))
         if lexeme is not None:
-            documents[id][lexeme] = count
-    for id, counts in documents.items():
-        if length[id] > counts.total():
-            counts[STOP_WORDS] = length[id] - counts.total()
-    return documents
+            table.terms[id][lexeme] = count
+    return table
 
 
 async def query_terms(space: PostgresSpace, query: str) -> set[str]:
@@ -60,12 +61,26 @@ async def query_terms(space: PostgresSpace, query: str) -> set[str]:
 
 
 async def exact_scores(space: PostgresSpace, query: str) -> dict[str, float]:
-    """Every record's calibrated BM25 for ``query`` over the whole table (0: no match)."""
-    documents = await table_terms(space)
+    """Every record's calibrated BM25 (k1 1.2, b 0.75) for ``query`` over the whole table (0:
+    no match)."""
+    table = await read_table(space)
     terms = await query_terms(space, query)
-    everything = list(documents)
-    scores = bm25(terms, [documents[id] for id in everything], documents.values())
-    return dict(zip(everything, scores, strict=True))
+    total = len(table.terms)
+    average = sum(table.lengths.values()) / total if total else 1.0
+    weights = {
+        term: idf(total, sum(1 for counts in table.terms.values() if term in counts))
+        for term in terms
+    }
+    scores = {}
+    for id, counts in table.terms.items():
+        norm = 1.2 * (1 - 0.75 + 0.75 * table.lengths[id] / (average or 1.0))
+        score = math.fsum(
+            weights[term] * counts[term] * 2.2 / (counts[term] + norm)
+            for term in terms
+            if term in counts
+        )
+        scores[id] = calibrated(score, math.fsum(weights.values()))
+    return scores
 
 
 def ranked(exact: dict[str, float], among: Sequence[str] | None = None) -> list[str]:

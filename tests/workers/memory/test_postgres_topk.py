@@ -16,14 +16,18 @@ import pytest
 from ditto import Ditto, create_ditto
 from tests.services import PostgresSpace
 from tests.workers.memory.conftest import TickingClock
-from tests.workers.memory.postgres_bm25 import exact_scores, ranked, table_terms
+from tests.workers.memory.postgres_bm25 import exact_scores, ranked, read_table
 from workers.memory import MemoryDraft, create_memory_worker
+from workers.memory.model.planning import new_item
+from workers.memory.model.records import utc_now
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 asyncpg = pytest.importorskip("asyncpg", reason="PostgreSQL tests need asyncpg")
 
 from workers.memory.stores.postgres import PostgresMemoryStore  # noqa: E402
+from workers.memory.stores.postgres.schema import MIGRATIONS  # noqa: E402
+from workers.memory.stores.postgres.sql import STORED_COLUMNS, item_values  # noqa: E402
 
 COMMON = [
     "espresso",
@@ -84,7 +88,7 @@ async def assert_exact(
 
 async def assert_statistics_exact(space: PostgresSpace) -> None:
     """The counters the database keeps equal the statistics recounted from every record."""
-    documents = await table_terms(space)
+    table = await read_table(space)
     connection = await asyncpg.connect(space.url)
     try:
         s = f'"{space.schema}"'
@@ -99,12 +103,9 @@ async def assert_statistics_exact(space: PostgresSpace) -> None:
     finally:
         await connection.close()
     frequency: Counter[str] = Counter()
-    for counts in documents.values():
-        frequency.update(term for term in counts if not term.startswith(" "))
-    assert (totals[0], totals[1]) == (
-        len(documents),
-        sum(counts.total() for counts in documents.values()),
-    )
+    for counts in table.terms.values():
+        frequency.update(counts.keys())
+    assert (totals[0], totals[1]) == (len(table.terms), sum(table.lengths.values()))
     assert {term: int(count) for term, count in terms} == dict(frequency)
 
 
@@ -239,3 +240,45 @@ async def test_concurrent_writers_keep_the_statistics_exact(
         for store in stores:
             await store.aclose()
     await assert_statistics_exact(postgres_space)
+
+
+async def test_records_stored_before_the_statistics_step_are_counted(
+    postgres_space: PostgresSpace,
+) -> None:
+    """A schema at version 7 (before ``search_schema``'s step) with records in it: opening
+    the store migrates it, and the statistics and the length column count those records."""
+    s = f'"{postgres_space.schema}"'
+    chance = random.Random(5)
+    items = [
+        new_item(MemoryDraft(content={"text": f"{sentence(chance, 12)} Café, naïve-ish 42"}), now)
+        for now in [utc_now()]
+        for _ in range(300)
+    ]
+    connection = await asyncpg.connect(postgres_space.url)
+    try:
+        await connection.execute(
+            f"CREATE TABLE {s}.ditto_meta (name text PRIMARY KEY, value bytea NOT NULL)"
+        )
+        for statements in MIGRATIONS(s)[:7]:
+            for statement in statements:
+                await connection.execute(statement)
+        await connection.execute(
+            f"INSERT INTO {s}.ditto_meta VALUES ('schema_version', '7'), ('cursor_secret', $1)",
+            bytes(32),
+        )
+        before = STORED_COLUMNS[:-1]  # no `words` yet
+        await connection.copy_records_to_table(
+            "memories",
+            schema_name=postgres_space.schema,
+            columns=list(before),
+            records=[item_values(item)[: len(before)] for item in items],
+        )
+    finally:
+        await connection.close()
+    async with (
+        PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema) as store,
+        create_ditto(workers=[create_memory_worker(store)]) as runtime,
+    ):
+        await assert_statistics_exact(postgres_space)
+        for query in QUERIES:
+            await assert_exact(runtime, postgres_space, query, 10)
