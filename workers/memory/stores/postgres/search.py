@@ -87,14 +87,16 @@ _STEPS = _frequency_steps()
 _ONES = "'{1,1,1,1}'::float4[]"
 
 
-def _scored(source: str, plan: KeywordPlan, params: Params) -> str:
+def _scored(source: str, plan: KeywordPlan, params: Params, read: int) -> str:
     """``(id, score)`` of the rows of ``source`` (a query over ``memories`` yielding ``id``,
-    ``tsv`` and ``words``): their BM25 for every term of the plan."""
+    ``tsv`` and ``words`` of records holding none of ``terms[:read]``): their BM25 for every
+    term of the plan (those it holds none of add nothing, so they are not looked up)."""
     steps = params.add(_STEPS)
     frequencies = ", ".join(
         f"width_bucket(ts_rank({_ONES}, c.tsv, {params.add(term)}::tsquery)::float8, "
         f"{steps}::float8[]) AS tf{n}"
         for n, term in enumerate(plan.terms)
+        if n >= read
     )
     average = params.add(plan.average)
     norm = f"{K1!r} * (1 - {B!r} + {B!r} * c.words / {average}::float8)"
@@ -103,6 +105,7 @@ def _scored(source: str, plan: KeywordPlan, params: Params) -> str:
     score = " + ".join(
         f"{params.add(weight)}::float8 * f.tf{n} * {K1 + 1!r} / (f.tf{n} + f.norm)"
         for n, weight in enumerate(plan.weights)
+        if n >= read
     )
     return f"SELECT f.id, {score} AS score FROM ({frequencies_of}) f"
 
@@ -124,45 +127,64 @@ async def keyword_search(
         if plan is None:
             return []
         best: list[tuple[str, float]] = []
-        for start, end in plan.rounds():
-            best += await _round(connection, s, plan, start, end, filter, limit, now)
+        read = 0
+        while read < len(plan.terms):
+            threshold = best[-1][1] if len(best) >= limit else None
+            # Strictly below: an unread record scores less than the unread terms' bounds.
+            if threshold is not None and threshold >= plan.bound(read):
+                break
+            combined: list[tuple[int, ...]] | None = None
+            if threshold is not None and plan.bound(read, read + 1) <= threshold:
+                combined = plan.combinations(read, threshold)
+            if combined:
+                # No unread term alone can lift a record above the k-th score: only records
+                # holding one of these sets of them can (GIN intersects their postings).
+                match = " | ".join(
+                    "( " + " & ".join(plan.terms[n] for n in chosen) + " )" for chosen in combined
+                )
+                found = await _round(connection, s, plan, match, read, filter, limit, now)
+                end = len(plan.terms)
+            else:
+                end = plan.next_round(read)
+                match = any_query(plan.terms[read:end])
+                found = await _round(connection, s, plan, match, read, filter, limit, now)
+            best += found
             best.sort(key=lambda hit: (-hit[1], hit[0]))
             del best[limit:]
-            # Strictly below: an unread record scores less than the remaining bounds.
-            if len(best) >= limit and best[-1][1] >= plan.bound(end):
-                break
+            read = end
         if not best:
             return []
         rows = await connection.fetch(
             f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[])",
             [id for id, _ in best],
         )
-    found = {row["id"]: row for row in rows}
-    return [(found[id], calibrated(score, plan.ideal)) for id, score in best]
+    stored = {row["id"]: row for row in rows}
+    return [(stored[id], calibrated(score, plan.ideal)) for id, score in best]
 
 
 async def _round(
     connection: Connection,
     s: str,
     plan: KeywordPlan,
-    start: int,
-    end: int,
+    match: str,
+    read: int,
     filter: MemoryFilter,
     limit: int,
     now: datetime,
 ) -> list[tuple[str, float]]:
-    """The best ``limit`` ``(id, BM25)`` among the records the filter keeps that hold one of
-    ``terms[start:end]`` and none of ``terms[:start]``, best first, ties by id."""
-    params = Params([any_query(plan.terms[start:end])])
-    match = "m.tsv @@ $1::tsquery"
-    if start:
-        match += f" AND NOT (m.tsv @@ {params.add(any_query(plan.terms[:start]))}::tsquery)"
+    """The best ``limit`` ``(id, BM25)`` among the records the filter keeps that match
+    ``match`` (a ``tsquery`` text) and hold none of ``terms[:read]``, best first, ties by
+    id."""
+    params = Params([match])
+    condition = "m.tsv @@ $1::tsquery"
+    if read:
+        condition += f" AND NOT (m.tsv @@ {params.add(any_query(plan.terms[:read]))}::tsquery)"
     if plan.phrases:
-        match += f" AND m.tsv @@ {params.add(plan.every)}::tsquery"
+        condition += f" AND m.tsv @@ {params.add(plan.every)}::tsquery"
     where = where_clause(filter, params, s, now)
-    candidates = f"SELECT m.id, m.tsv, m.words FROM {s}.memories m WHERE {match} AND {where}"
+    candidates = f"SELECT m.id, m.tsv, m.words FROM {s}.memories m WHERE {condition} AND {where}"
     rows = await connection.fetch(
-        f"SELECT r.id, r.score FROM ({_scored(candidates, plan, params)}) r "
+        f"SELECT r.id, r.score FROM ({_scored(candidates, plan, params, read)}) r "
         f"ORDER BY r.score DESC, r.id LIMIT {params.add(limit)}",
         *params.values,
     )

@@ -5,8 +5,9 @@ that order and when the rounds stop).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,9 +23,12 @@ K1 = 1.2
 B = 0.75
 """BM25's constants, FTS5's."""
 
-_ROUND_POSTINGS = 2_000
+_ROUND_POSTINGS = 250
 """Rare terms share one round while their postings together stay below this many (a round
 costs a round trip; scoring a few more records costs less)."""
+
+_COMBINED_TERMS = 8
+"""At most this many remaining terms are combined (``KeywordPlan.combinations``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,22 +50,37 @@ class KeywordPlan:
     average: float
     """The average record length in words."""
 
-    def bound(self, start: int) -> float:
-        """An upper bound of what the terms from ``start`` on add to any record's score
-        (strict: a term adds less than ``idf (k1 + 1)`` at every frequency and length)."""
-        return math.fsum(weight * (K1 + 1.0) for weight in self.weights[start:])
+    def bound(self, start: int, end: int | None = None) -> float:
+        """An upper bound of what ``terms[start:end]`` add to any record's score (strict: a
+        term adds less than ``idf (k1 + 1)`` at every frequency and length)."""
+        return math.fsum(weight * (K1 + 1.0) for weight in self.weights[start:end])
 
-    def rounds(self) -> Iterator[tuple[int, int]]:
-        """``[start, end)`` slices of ``terms``, one per round: the rarest alone, then rare
-        terms together while their postings are few, then one term a round."""
-        start = 0
-        while start < len(self.terms):
-            end, postings = start + 1, self.frequency[start]
-            while end < len(self.terms) and postings + self.frequency[end] <= _ROUND_POSTINGS:
-                postings += self.frequency[end]
-                end += 1
-            yield start, end
-            start = end
+    def next_round(self, start: int) -> int:
+        """Where a round reading ``terms[start:]``'s postings ends: the next term, and the
+        ones after it while their postings together stay few."""
+        end, postings = start + 1, self.frequency[start]
+        while end < len(self.terms) and postings + self.frequency[end] <= _ROUND_POSTINGS:
+            postings += self.frequency[end]
+            end += 1
+        return end
+
+    def combinations(self, start: int, threshold: float) -> list[tuple[int, ...]] | None:
+        """The smallest sets of ``terms[start:]`` (as indexes) whose bounds together exceed
+        ``threshold``: a record holding none of the earlier terms can score above
+        ``threshold`` only if it holds all of one of them. ``None`` when there are too many
+        terms to enumerate the sets of."""
+        rest = range(start, len(self.terms))
+        if len(rest) > _COMBINED_TERMS:
+            return None
+        bound = [weight * (K1 + 1.0) for weight in self.weights]
+        found: list[tuple[int, ...]] = []
+        for size in range(1, len(rest) + 1):
+            for chosen in itertools.combinations(rest, size):
+                if math.fsum(bound[n] for n in chosen) > threshold and not any(
+                    set(smaller) <= set(chosen) for smaller in found
+                ):
+                    found.append(chosen)
+        return found
 
 
 class KeywordPlanner(KeywordStatistics):
