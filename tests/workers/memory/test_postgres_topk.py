@@ -149,6 +149,25 @@ async def test_old_records_that_score_best_are_found(
     await assert_exact(runtime, postgres_space, "velix", 25)
 
 
+async def test_rare_words_with_frequent_ones_rank_exactly(
+    runtime: Ditto, store: PostgresMemoryStore, postgres_space: PostgresSpace
+) -> None:
+    """Queries of a rare word and frequent ones: after the rare word's records, the frequent
+    words are read alone or, once none alone can lift a record above the k-th score, only
+    where several of them meet."""
+    chance = random.Random(6)
+    vocabulary = [*COMMON, *RARE, "the"]
+    # Each frequent word in about a fifth of the records, each rare word in about 20.
+    weights = [*[1] * len(COMMON), *[0.05] * len(RARE), 60]
+    texts = [
+        " ".join(chance.choices(vocabulary, weights, k=chance.randint(3, 30))) for _ in range(2_000)
+    ]
+    await store.write([MemoryDraft(content={"text": text}) for text in texts], "create")
+    for rare in RARE:
+        query = " ".join([rare, *chance.sample(COMMON, chance.randint(1, 4))])
+        await assert_exact(runtime, postgres_space, query, chance.choice((5, 10)))
+
+
 async def test_filters_apply_before_the_limit(
     runtime: Ditto, store: PostgresMemoryStore, postgres_space: PostgresSpace
 ) -> None:
