@@ -32,13 +32,20 @@ frequencies come from ``ts_rank``, a C function costing about 0.1 µs a call: wi
 record, always less than its bound ``idf (k1 + 1)``. Terms are taken rarest first, in rounds
 (``search_plan``: the rare ones together while their postings are few). A round reads, through
 the GIN index, the records holding a term of the round and none of the earlier rounds', keeps
-those the filter keeps, scores each *fully* (every term of the query) and returns its best
-``k``; the best ``k`` of all rounds so far are kept. After a round, a record holding none of
-the terms read so far scores less than the sum of the remaining terms' bounds: once the
+those the filter keeps, scores each *fully* (every term of the query it may hold) and returns
+its best ``k``; the best ``k`` of all rounds so far are kept. After a round, a record holding
+none of the terms read so far scores less than the sum of the remaining terms' bounds: once the
 ``k``-th best score reaches that sum, no unread record can enter, and the search stops.
-Frequent terms (small IDF, so small bounds) are then never read, and the work is the rare
-terms' postings. Exact, ties included: within each round and across them hits are ordered by
-score, then id, and an unread record scores strictly below the ``k``-th.
+
+Once no remaining term *alone* has a bound above the ``k``-th score, an unread record can
+only enter by holding several of them: one last round reads the records holding all of some
+smallest set of remaining terms whose bounds together exceed it (a ``tsquery`` OR of ANDs, so
+GIN intersects the postings and only records where frequent words meet are read), and the
+search ends. Frequent terms (small IDF, so small bounds) are thus read only where they meet,
+and the work is mostly the rare terms' postings.
+
+Exact, ties included: within each round and across them hits are ordered by score, then id,
+and an unread record scores strictly below the ``k``-th.
 
 Every statement runs in one ``REPEATABLE READ`` read-only transaction: the statistics, the
 postings and the rows are one snapshot, as FTS5's ``bm25()`` sees within one statement.
