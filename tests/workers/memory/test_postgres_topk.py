@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from ditto import Ditto, create_ditto
@@ -225,6 +226,14 @@ async def test_statistics_stay_exact_through_updates_and_deletes(
         await assert_exact(runtime, postgres_space, query, 10)
     hits = await assert_exact(runtime, postgres_space, "quaon", 10)
     assert set(hits) <= {item.id for item in changed[:100]}
+    # An import replaces records (and brings deleted ones back) in one statement a batch; an
+    # id given twice counts once.
+    imported = [
+        msgspec.structs.replace(item, content={"text": "takix takix"}) for item in items[:50]
+    ]
+    assert await store.restore([*imported, *imported[:5]]) == 55
+    await assert_statistics_exact(postgres_space)
+    await assert_exact(runtime, postgres_space, "takix quaon", 10)
     everything = [item.id for item in items]
     (await runtime.invoke("MEMORY.DELETE", {"ids": everything})).unwrap()
     await assert_statistics_exact(postgres_space)
