@@ -5,14 +5,14 @@ For each corpus size (default 10,000 and 100,000 records of the synthetic Zipf t
 private schema dropped afterwards:
 
 * **Keyword SEARCH p50 / p99** of natural-language questions through
-  ``runtime.invoke("MEMORY.SEARCH")`` (planned BM25, usage tracking on), against raw
+  ``runtime.invoke("MEMORY.SEARCH")`` (exact BM25 top-k, usage tracking on), against raw
   asyncpg running what a user would write by hand: every word OR-ed with
   ``websearch_to_tsquery``, ranked by ``ts_rank_cd``, ``LIMIT 10``. The two alternate query by
   query, the first of each pair rotating; the whole pass repeats ``--rounds`` times and the
   median round is printed with the spread (min-max) of the rounds.
 * **Top-10 overlap** of MEMORY.SEARCH with the exact ranking of every match of the OR of all
-  words: Okapi BM25 over the whole table with exact statistics (``exact_top``, ties by id),
-  split by whether the plan kept every word.
+  words: Okapi BM25 over the whole table with exact statistics, computed here without the
+  store's counters or pruning (``ExactBM25``, ties by id).
 * **WRITE throughput**, batches of 1,000 through ``MEMORY.WRITE`` against raw asyncpg writing
   the same rows (COPY of the records and the history INSERTs, one transaction per batch) into a
   twin schema, alternating.
@@ -50,7 +50,6 @@ from workers.memory.model.records import to_micros, utc_now
 from workers.memory.retrieval.keyword import idf
 from workers.memory.retrieval.text import query_words
 from workers.memory.stores.postgres import PostgresMemoryStore
-from workers.memory.stores.postgres.search import DEFAULT_BUDGET, KeywordPlanner
 from workers.memory.stores.postgres.sql import STORED_COLUMNS, item_values
 
 BATCH = 1_000
@@ -167,8 +166,9 @@ class ExactBM25:
     FTS5's IDF floored just above 0) of the question's lexemes, for every record matching any
     of its words, with exact statistics over the whole table (``N``, each term's document count
     (``ts_stat``) and the average length, all counted) and frequencies read with
-    ``unnest(tsv)``, ties by id.
-    Slow (it reads every match), which is what the planned search avoids."""
+    ``unnest(tsv)``, ties by id. A record's length is its words, stop words included (the
+    positions of ``to_tsvector('simple', ...)``), as the store and FTS5 count it.
+    Slow (it reads every match), which is what the pruned search avoids."""
 
     def __init__(self, connection: asyncpg.Connection, schema: str) -> None:
         self.connection = connection
@@ -178,7 +178,7 @@ class ExactBM25:
         self.frequency: dict[str, int] = {}
 
     async def prepare(self) -> None:
-        """Measure the table: every record's length (lexeme positions, in a temporary table),
+        """Measure the table: every record's length (its words, in a temporary table),
         ``N``, the average length and every lexeme's document count."""
         await self.connection.execute(
             "CREATE TEMP TABLE IF NOT EXISTS bench_lengths (id text PRIMARY KEY, length float8)"
@@ -186,7 +186,8 @@ class ExactBM25:
         await self.connection.execute("TRUNCATE bench_lengths")
         await self.connection.execute(
             "INSERT INTO bench_lengths SELECT m.id, coalesce((SELECT sum(cardinality(u.positions)) "
-            f'FROM unnest(m.tsv) u), 0) FROM "{self.schema}".memories m'
+            "FROM unnest(to_tsvector('simple', m.search_text)) u), 0) "
+            f'FROM "{self.schema}".memories m'
         )
         await self.connection.execute("ANALYZE bench_lengths")
         row = await self.connection.fetchrow("SELECT count(*), avg(length) FROM bench_lengths")
@@ -229,21 +230,15 @@ class Recall:
 
     overlap: list[float] = field(default_factory=list)
     """Share of the exact top 10 that MEMORY.SEARCH also returns, per question."""
-    complete: list[float] = field(default_factory=list)
-    """The same, for the questions whose plan kept every word that matches."""
     rarest_wanted: int = 0
     """Records holding the question's rarest matching word a top 10 could hold, summed."""
     rarest_planned: int = 0
     rarest_exact: int = 0
 
     def show(self, label: str) -> list[str]:
-        partial = len(self.overlap) - len(self.complete)
-        left = (sum(self.overlap) - sum(self.complete)) / partial if partial else float("nan")
-        complete = statistics.mean(self.complete) if self.complete else float("nan")
         return [
             f"top-10 overlap with exact BM25 over every match, {label}: "
-            f"{statistics.mean(self.overlap):.3f} (plan kept every word: {complete:.3f} over "
-            f"{len(self.complete)} questions; frequent words left out: {left:.3f} over {partial})",
+            f"{statistics.mean(self.overlap):.3f} over {len(self.overlap)} questions",
             f"top-10 records holding the question's rarest word, {label}: MEMORY "
             f"{self.rarest_planned / self.rarest_wanted:.0%}, exact BM25 "
             f"{self.rarest_exact / self.rarest_wanted:.0%} (of {self.rarest_wanted})",
@@ -255,9 +250,11 @@ async def measure_recall(
     connection: asyncpg.Connection,
     schema: str,
     questions: Sequence[str],
-    budget: int,
 ) -> Recall:
-    planner = KeywordPlanner(f'"{schema}"', budget)  # the store's plan, to tell its kind
+    count = (
+        f'SELECT count(*) FROM "{schema}".memories '
+        "WHERE tsv @@ websearch_to_tsquery('english', $1)"
+    )
     holding = (
         f'SELECT count(*) FROM "{schema}".memories '
         "WHERE id = ANY($1::text[]) AND tsv @@ websearch_to_tsquery('english', $2)"
@@ -268,16 +265,12 @@ async def measure_recall(
     for question in questions:
         words = query_words(question)
         exact = await reference.top(words)
-        plan = await planner.plan(connection, words)
-        if not exact or plan is None:
+        if not exact:
             continue
         planned = await search(runtime, question)
-        share = len(set(exact) & set(planned)) / len(exact)
-        recall.overlap.append(share)
-        if not plan.partial:
-            recall.complete.append(share)
-        found = await planner.lookup(connection, words)
-        rarest = min((found[word].count, word) for word in words if found[word].count)
+        recall.overlap.append(len(set(exact) & set(planned)) / len(exact))
+        counts = [(await connection.fetchval(count, word), word) for word in words]
+        rarest = min((found, word) for found, word in counts if found)
         recall.rarest_wanted += min(rarest[0], 10)
         recall.rarest_planned += await connection.fetchval(holding, planned, rarest[1])
         recall.rarest_exact += await connection.fetchval(holding, exact, rarest[1])
@@ -287,22 +280,18 @@ async def measure_recall(
 # ------------------------------------------------------------------------------ main
 
 
-async def main(
-    url: str, sizes: Sequence[int], queries: int, rounds: int, batches: int, budget: int
-) -> None:
+async def main(url: str, sizes: Sequence[int], queries: int, rounds: int, batches: int) -> None:
     corpus = Corpus()
     schema = f"ditto_bench_pg_{uuid.uuid4().hex[:12]}"
     raw_schema = f"{schema}_raw"
     connection = await asyncpg.connect(url)
-    print(f"PostgreSQL {connection.get_server_version().major}, search budget {budget}")
+    print(f"PostgreSQL {connection.get_server_version().major}")
     lines: list[str] = []
     verdicts: list[str] = []
     try:
         async with PostgresMemoryStore.from_url(url, schema=raw_schema, pool_size=1):
             pass  # the same tables, for the raw writes
-        async with PostgresMemoryStore.from_url(
-            url, schema=schema, pool_size=4, search_budget=budget
-        ) as store:
+        async with PostgresMemoryStore.from_url(url, schema=schema, pool_size=4) as store:
             async with create_ditto(workers=[create_memory_worker(store)], config=None) as runtime:
                 ditto_rate, raw_rate = await measure_writes(
                     runtime, connection, raw_schema, corpus, batches
@@ -326,7 +315,7 @@ async def main(
                     p50s, p99s, raw50s, raw99s = await measure_search(
                         runtime, connection, schema, questions, rounds
                     )
-                    recall = await measure_recall(runtime, connection, schema, questions, budget)
+                    recall = await measure_recall(runtime, connection, schema, questions)
                     label = f"{size // 1000}k"
                     lines += [
                         f"SEARCH p50, {label} (ms): MEMORY {spread(p50s)}   raw {spread(raw50s)}",
@@ -362,9 +351,6 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over the questions")
     parser.add_argument("--batches", type=int, default=10, help="WRITE batches of 1,000 to time")
     parser.add_argument(
-        "--budget", type=int, default=DEFAULT_BUDGET, help="the store's search_budget"
-    )
-    parser.add_argument(
         "--postgres",
         default=os.environ.get("DITTO_TEST_POSTGRES_URL"),
         help="PostgreSQL URL (a private schema, dropped afterwards)",
@@ -380,6 +366,5 @@ if __name__ == "__main__":
                 arguments.queries,
                 arguments.rounds,
                 arguments.batches,
-                arguments.budget,
             )
         )

@@ -1,25 +1,20 @@
-"""How the PostgreSQL store plans and scores keyword search (``stores.postgres.search``): rare
-words first, within a budget of scored records, with the newest matches filling what the plan
-left out; every record scored by the Okapi BM25 SQLite reports, on the same calibrated scale.
-
-A budget of a few records makes the plan visible on a handful of rows.
-"""
+"""How the PostgreSQL store scores keyword search (``stores.postgres.search``): every record
+by the Okapi BM25 SQLite reports, on the same calibrated scale, with PostgreSQL's own lexemes
+(``test_postgres_topk`` checks the exact top-k on larger tables)."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ditto import Ditto, InvalidInputError, create_ditto
+from ditto import Ditto, create_ditto
 from tests.services import PostgresSpace
 from tests.workers.memory.conftest import TickingClock
+from tests.workers.memory.postgres_bm25 import exact_scores, ranked
 from workers.memory import SqliteMemoryStore, create_memory_worker
-from workers.memory.retrieval.keyword import bm25
-from workers.memory.retrieval.text import query_words
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -28,13 +23,11 @@ asyncpg = pytest.importorskip("asyncpg", reason="PostgreSQL tests need asyncpg")
 from workers.memory.stores.postgres import PostgresMemoryStore  # noqa: E402
 from workers.memory.stores.postgres.search import _STEPS  # noqa: E402
 
-BUDGET = 4
-
 
 @pytest.fixture
 async def runtime(postgres_space: PostgresSpace) -> AsyncIterator[Ditto]:
     store = PostgresMemoryStore.from_url(
-        postgres_space.url, schema=postgres_space.schema, clock=TickingClock(), search_budget=BUDGET
+        postgres_space.url, schema=postgres_space.schema, clock=TickingClock()
     )
     async with store, create_ditto(workers=[create_memory_worker(store)]) as runtime:
         yield runtime
@@ -43,11 +36,6 @@ async def runtime(postgres_space: PostgresSpace) -> AsyncIterator[Ditto]:
 async def write(runtime: Ditto, *records: dict[str, Any]) -> list[str]:
     result = (await runtime.invoke("MEMORY.WRITE", {"memories": list(records)})).unwrap()
     return [item.id for item in result.items]
-
-
-async def write_each(runtime: Ditto, *records: dict[str, Any]) -> list[str]:
-    """One write per record: each gets its own ``created_at`` (the clock ticks per write)."""
-    return [(await write(runtime, record))[0] for record in records]
 
 
 async def search(runtime: Ditto, query: str, **arguments: Any) -> list[tuple[str, float]]:
@@ -64,75 +52,12 @@ async def test_a_rare_word_ranks_above_records_repeating_a_frequent_one(runtime:
     assert len(hits) == 3
 
 
-async def test_a_query_of_frequent_words_only_returns_the_newest_matches(runtime: Ditto) -> None:
-    ids = await write_each(runtime, *({"content": f"espresso tea {n}"} for n in range(40)))
-    hits = await search(runtime, "espresso tea", limit=10)
-    # Phase 1 ranks the newest matches within the budget; phase 2 adds the next newest.
-    assert {item for item, _ in hits} == set(ids[-10:])
-    assert all(score > 0 for _, score in hits)
-
-
 async def test_the_filter_applies_before_the_limit_when_matches_are_old(runtime: Ditto) -> None:
     mine = await write(runtime, *({"content": "espresso", "namespace": "mine"} for _ in range(4)))
     await write(runtime, *({"content": "espresso", "namespace": "other"} for _ in range(40)))
     hits = await search(runtime, "espresso", limit=3, filter={"namespace": "mine"})
     assert len(hits) == 3
     assert {item for item, _ in hits} <= set(mine)
-
-
-async def test_phase_two_fills_with_the_newest_records_of_the_left_out_words(
-    runtime: Ditto,
-) -> None:
-    rare = await write(runtime, *({"content": f"zebra {n}"} for n in range(2)))
-    frequent = await write_each(runtime, *({"content": f"espresso {n}"} for n in range(20)))
-    hits = await search(runtime, "zebra espresso", limit=5)
-    assert {item for item, _ in hits[:2]} == set(rare)
-    assert {item for item, _ in hits[2:]} == set(frequent[-3:])
-
-
-async def table_terms(space: PostgresSpace) -> dict[str, Counter[str]]:
-    """Every record's lexemes with their number of positions, read with ``unnest(tsv)``."""
-    connection = await asyncpg.connect(space.url)
-    try:
-        rows = await connection.fetch(
-            "SELECT m.id, u.lexeme, cardinality(u.positions) "
-            f'FROM "{space.schema}".memories m LEFT JOIN LATERAL unnest(m.tsv) u ON TRUE'
-        )
-    finally:
-        await connection.close()
-    documents: dict[str, Counter[str]] = {}
-    for id, lexeme, count in rows:
-        documents.setdefault(id, Counter())
-        if lexeme is not None:
-            documents[id][lexeme] = count
-    return documents
-
-
-async def query_terms(space: PostgresSpace, query: str) -> set[str]:
-    """The lexemes PostgreSQL derives from the query's words."""
-    connection = await asyncpg.connect(space.url)
-    try:
-        rows = await connection.fetch(
-            "SELECT DISTINCT l FROM unnest($1::text[]) w, "
-            "unnest(tsvector_to_array(to_tsvector('english', w))) l",
-            query_words(query),
-        )
-    finally:
-        await connection.close()
-    return {row[0] for row in rows}
-
-
-async def reference(
-    space: PostgresSpace, query: str, ids: Sequence[str]
-) -> tuple[list[float], dict[str, float]]:
-    """The pure BM25 (``search.keyword.bm25``) of ``ids``, and of every record, for ``query``
-    over the whole table."""
-    documents = await table_terms(space)
-    terms = await query_terms(space, query)
-    everything = list(documents)
-    scores = bm25(terms, [documents[id] for id in everything], documents.values())
-    exact = dict(zip(everything, scores, strict=True))
-    return [exact[id] for id in ids], exact
 
 
 async def test_scores_are_bm25_of_the_whole_query_over_the_whole_table(
@@ -149,16 +74,18 @@ async def test_scores_are_bm25_of_the_whole_query_over_the_whole_table(
     query = "zebra espresso tea unicorn"
     hits = await search(runtime, query, limit=8)
     assert len(hits) == 8
-    # Frequent words are left to phase 2 (budget 4), and counted exactly above the budget
-    # (no ANALYZE has run): every statistic is exact, so the scores are the reference's.
-    expected, _ = await reference(postgres_space, query, [item for item, _ in hits])
-    assert [score for _, score in hits] == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    zebras = [score for _, score in hits[:3]]  # phase 1: the rare word's matches, best first
+    # Every statistic is exact (stop words count in a record's length, as on FTS5).
+    exact = await exact_scores(postgres_space, query)
+    assert [item for item, _ in hits] == ranked(exact)[:8]
+    assert [score for _, score in hits] == pytest.approx(
+        [exact[item] for item, _ in hits], rel=1e-9, abs=1e-12
+    )
+    zebras = [score for _, score in hits[:3]]  # the rare word's matches, best first
     assert zebras == sorted(zebras, reverse=True)
     assert len(set(zebras)) == 3
 
 
-async def test_unplanned_scores_are_the_reference_and_rank_by_it(
+async def test_every_match_is_ranked_by_the_reference_scores(
     postgres_space: PostgresSpace,
 ) -> None:
     store = PostgresMemoryStore.from_url(
@@ -168,13 +95,10 @@ async def test_unplanned_scores_are_the_reference_and_rank_by_it(
         await write(runtime, *({"content": text} for text in PARITY_CORPUS))
         for query in PARITY_QUERIES:
             hits = await search(runtime, query, limit=50)
-            _, exact = await reference(postgres_space, query, [])
-            ranked = sorted(
-                (id for id, score in exact.items() if score > 0), key=lambda id: (-exact[id], id)
-            )
-            assert [item for item, _ in hits] == ranked, query
+            exact = await exact_scores(postgres_space, query)
+            assert [item for item, _ in hits] == ranked(exact), query
             assert [score for _, score in hits] == pytest.approx(
-                [exact[id] for id in ranked], rel=1e-9
+                [exact[id] for id in ranked(exact)], rel=1e-9
             ), query
 
 
@@ -277,7 +201,7 @@ async def test_scores_are_in_the_unit_interval(runtime: Ditto) -> None:
     assert 0.0 < top[0][1] < 1.0
 
 
-async def test_words_within_the_budget_are_ranked_exactly(runtime: Ditto) -> None:
+async def test_records_holding_more_query_words_rank_first(runtime: Ditto) -> None:
     both, zebra, lion, _ = await write(
         runtime,
         {"content": "zebra lion lion"},
@@ -301,9 +225,3 @@ async def test_a_word_deleted_everywhere_matches_nothing(runtime: Ditto) -> None
     assert len(await search(runtime, "espresso")) == 10
     (await runtime.invoke("MEMORY.DELETE", {"ids": ids})).unwrap()
     assert await search(runtime, "espresso") == []  # a cached count never invents a record
-
-
-@pytest.mark.parametrize("budget", [0, -1, True, 2.5])
-def test_a_bad_search_budget_is_refused(budget: Any) -> None:
-    with pytest.raises(InvalidInputError, match="search_budget"):
-        PostgresMemoryStore.from_url("postgresql://x@localhost/db", search_budget=budget)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.stores.postgres.search_schema import keyword_statistics_step
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
@@ -175,6 +176,7 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             # Who decided a review (accept, reject): a person, named on the history entries.
             f"ALTER TABLE {s}.memory_history ADD COLUMN reviewer text",
         ),
+        keyword_statistics_step(s),
     )
 
 

@@ -1,84 +1,54 @@
-"""Keyword search for the PostgreSQL store: Okapi BM25 with OR semantics, scored as FTS5 scores
-on SQLite and planned by document frequency as the SQLite store plans FTS5
-(``workers.memory.stores.sqlite.search``).
+"""Keyword search for the PostgreSQL store: the exact Okapi BM25 top-k over every record
+holding any query word (OR semantics), filter applied before the limit, with MaxScore pruning
+over the GIN index's postings.
 
 **Scores.** A record scores Okapi BM25 (k1 = 1.2, b = 0.75) for the query's terms, reported on
-the calibrated scale every keyword search shares (``search.keyword.calibrated``):
+the calibrated scale every keyword search shares (``retrieval.keyword.calibrated``):
 ``1 - exp(-bm25 / ideal)``, ``ideal`` the sum of the terms' IDFs. The same ``min_score`` thus
-means the same here and on SQLite.
+means the same here, on SQLite and in the in-process store.
 
 * Terms are the lexemes PostgreSQL derives from the query words (``to_tsvector('english',
   word)``: the parser and stemmer the ``tsv`` column is built with), deduplicated. A word
   PostgreSQL treats as a stop word has none.
-* Statistics are over the whole table, as FTS5's are over its whole index: IDF is
-  ``log((N - n + 0.5) / (n + 0.5))`` floored just above 0 (``search.keyword.idf``), for ``n``
-  of ``N`` records holding the term; a term no record holds still counts in ``ideal``, with the
-  highest IDF there is (as on SQLite).
-* A record's length is its number of lexeme positions (its words, stop words excepted); a
-  term's frequency, its positions in the record (a ``tsvector`` keeps at most 255 per lexeme).
+* Statistics are exact, over the whole table, as FTS5's are over its whole index, read in the
+  search's own snapshot from the counters the database keeps in every write transaction
+  (``search_schema``): ``N``, each term's document frequency ``n``, and the sum of the
+  records' lengths. IDF is ``log((N - n + 0.5) / (n + 0.5))`` floored just above 0
+  (``retrieval.keyword.idf``); a term no record holds still counts in ``ideal``.
+* A record's length is its number of words, stop words included (``memories.words``), as FTS5
+  and the in-process store count it; a term's frequency is its number of positions in ``tsv``
+  (a ``tsvector`` keeps at most 255 per lexeme).
 
-What is estimated, and cached, per store:
+Scores still differ a little from SQLite's on the same records where FTS5's ``porter
+unicode61`` tokenizer and PostgreSQL's ``english`` configuration stem words differently.
 
-* ``N``: ``count(*)``, cached ``_COUNT_TTL`` seconds; once ``pg_class.reltuples`` (kept by
-  (auto)vacuum and analyze) reaches ``_COUNTED_UP_TO`` records, that estimate instead. Never
-  below a term count ``n`` the search scores with (those are cached apart, and may be newer):
-  a cached ``N`` below one is read again, and raised to it if still below, so ``n <= N``.
-* ``n``: exact from the GIN index up to the budget (the count the plan makes anyway, cached
-  ``_COUNT_TTL`` seconds). Above it, ANALYZE's ``most_common_elem_freqs`` for ``tsv`` times
-  ``N`` when the term is among them (a sample of 30,000 rows at the default statistics
-  target, so within a few percent of ``n``), else an exact ``count(*)``; either cached
-  ``_STATISTICS_TTL`` seconds. A frequent term carries little IDF: its error moves scores
-  little.
-* The average length: from ``TABLESAMPLE SYSTEM`` of about ``_SAMPLE`` records (the whole
-  table below that), cached ``_STATISTICS_TTL`` seconds, sampled again sooner once ``N`` moved
-  by more than a tenth.
+**Reading frequencies cheaply.** ``unnest(tsv)`` costs about 6 µs a record, so term
+frequencies come from ``ts_rank``, a C function costing about 0.1 µs a call: with every weight
+1, ``ts_rank`` of one lexeme is ``Σ_{i ≤ tf} 1/i² / (π²/6)``, strictly increasing in ``tf``, so
+``width_bucket`` among the midpoints of those values returns ``tf`` (exact for every count a
+``tsvector`` holds: the tests check 1 to 255).
 
-Scores still differ a little from SQLite's on the same records: FTS5's ``porter unicode61``
-tokenizer and PostgreSQL's ``english`` configuration stem and stop some words differently,
-FTS5 counts stop words in a record's length (``tsv`` has no stop words to count), and a word
-PostgreSQL splits into several lexemes is one phrase on FTS5 but several terms here.
+**MaxScore.** A term adds ``idf · tf (k1 + 1) / (tf + k1 (1 - b + b · len / avgdl))`` to a
+record, always less than its bound ``idf (k1 + 1)``. Terms are taken rarest first, in rounds
+(``search_plan``: the rare ones together while their postings are few). A round reads, through
+the GIN index, the records holding a term of the round and none of the earlier rounds', keeps
+those the filter keeps, scores each *fully* (every term of the query it may hold) and returns
+its best ``k``; the best ``k`` of all rounds so far are kept. After a round, a record holding
+none of the terms read so far scores less than the sum of the remaining terms' bounds: once the
+``k``-th best score reaches that sum, no unread record can enter, and the search stops.
 
-**Reading frequencies cheaply.** ``unnest(tsv)`` costs about 6 µs a record (measured), more
-than the whole budget allows, so term frequencies and lengths come from ``ts_rank``, a C
-function costing about 0.1 µs a call. With every weight 1, ``ts_rank`` of one lexeme is
-``Σ_{i ≤ tf} 1/i² / (π²/6)``: strictly increasing in ``tf``, so ``width_bucket`` among the
-midpoints of those values returns ``tf`` (exact for every count a ``tsvector`` holds: the tests
-check 1 to 255). A record's length is ``ts_rank(q) / ts_rank(q, 2)``: normalisation 2 divides
-by the number of positions.
+Once no remaining term *alone* has a bound above the ``k``-th score, an unread record can
+only enter by holding several of them: one last round reads the records holding all of some
+smallest set of remaining terms whose bounds together exceed it (a ``tsquery`` OR of ANDs, so
+GIN intersects the postings and only records where frequent words meet are read), and the
+search ends. Frequent terms (small IDF, so small bounds) are thus read only where they meet,
+and the work is mostly the rare terms' postings.
 
-**The plan.** Ranking every match of an OR of all query words reads and scores every record
-holding any of them: with a frequent word in the query that is a large part of the table
-(measured: 50 ms p50 and 150 ms p99 at 100k records). The plan bounds that work:
+Exact, ties included: within each round and across them hits are ordered by score, then id,
+and an unread record scores strictly below the ``k``-th.
 
-1. Stop words are dropped (``search.text.query_words``).
-2. Each word becomes a ``tsquery`` through ``websearch_to_tsquery('english', word)`` (a word
-   PostgreSQL treats as a stop word becomes empty and is dropped: it matches nothing; words
-   with one stem are merged).
-3. Each of its lexemes' document count comes from the GIN index, counting at most
-   ``budget + 1`` matches: cheap because bounded, and exact below the budget, which is all the
-   plan needs (a word counts as its rarest lexeme: exact for the usual word of one lexeme).
-   Words that match nothing are dropped. The rest are added rarest first while their summed
-   counts stay within ``budget`` (the rarest word is always kept).
-4. Phase 1 ranks the records matching the kept words, filter applied before the limit. When
-   even the rarest word matches more than ``budget`` records, it ranks only its newest matches:
-   at most ``budget`` of them, among the newest ``_WINDOW * budget`` records (by
-   ``created_at``).
-5. If phase 1 found fewer than ``limit`` records and something was left out, phase 2 fills the
-   rest with the newest records matching any query word, ranked after phase 1 (as on SQLite,
-   a filler may score above a phase-1 hit; it still ranks after it).
-
-Both phases score against every term of the query, so a record's score is the one the
-unplanned ranking gives it: the plan chooses which records are scored, never how. Within each
-phase hits are ordered by score, ties by id.
-
-asyncpg prepares every statement, and after a few runs PostgreSQL may switch it to a generic
-plan that cannot see the words (it guesses 0.5% of rows match any ``tsquery``). So each
-statement is written so that its generic plan is the right one: phase 1 and the counts go
-through the GIN index, and the statements that want the newest matches walk ``created_at``
-with sizes the planner can read.
-
-This module runs the plan: it scores in SQL and ranks the two phases. The statistics are
-``search_stats``, the plan ``search_plan``.
+Every statement runs in one ``REPEATABLE READ`` read-only transaction: the statistics, the
+postings and the rows are one snapshot, as FTS5's ``bm25()`` sees within one statement.
 """
 
 from __future__ import annotations
@@ -91,25 +61,18 @@ from typing import TYPE_CHECKING, Any
 from workers.memory.model.contracts import MemoryFilter
 from workers.memory.retrieval.keyword import calibrated
 from workers.memory.stores.postgres.search_plan import (
-    DEFAULT_BUDGET,
+    K1,
+    B,
     KeywordPlan,
     KeywordPlanner,
     any_query,
 )
-from workers.memory.stores.postgres.search_stats import Word
-from workers.memory.stores.postgres.sql import Params, columns, where_clause
+from workers.memory.stores.postgres.sql import Params, columns, records, where_clause
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
 
-__all__ = ("DEFAULT_BUDGET", "KeywordPlan", "KeywordPlanner", "Word", "keyword_search")
-
-_WINDOW = 4
-"""A sliced phase 1 looks for its matches among the newest ``_WINDOW * budget`` records."""
-
-
-_K1 = 1.2
-_B = 0.75
+__all__ = ("KeywordPlan", "KeywordPlanner", "keyword_search")
 
 _POSITIONS = 256
 """More positions than a ``tsvector`` keeps for one lexeme."""
@@ -131,29 +94,27 @@ _STEPS = _frequency_steps()
 _ONES = "'{1,1,1,1}'::float4[]"
 
 
-def _scored(source: str, plan: KeywordPlan, params: Params) -> str:
-    """The rows of ``source`` (a query over ``memories``) with their BM25 for the plan's terms
-    as ``score`` (see the module: frequencies and lengths are read through ``ts_rank``)."""
+def _scored(source: str, plan: KeywordPlan, params: Params, read: int) -> str:
+    """``(id, score)`` of the rows of ``source`` (a query over ``memories`` yielding ``id``,
+    ``tsv`` and ``words`` of records holding none of ``terms[:read]``): their BM25 for every
+    term of the plan (those it holds none of add nothing, so they are not looked up)."""
     steps = params.add(_STEPS)
-    every = params.add(any_query(plan.terms))
     frequencies = ", ".join(
         f"width_bucket(ts_rank({_ONES}, c.tsv, {params.add(term)}::tsquery)::float8, "
         f"{steps}::float8[]) AS tf{n}"
         for n, term in enumerate(plan.terms)
-    )
-    length = (
-        f"round(ts_rank({_ONES}, c.tsv, {every}::tsquery)::float8 "
-        f"/ nullif(ts_rank({_ONES}, c.tsv, {every}::tsquery, 2), 0))"
+        if n >= read
     )
     average = params.add(plan.average)
-    norm = f"{_K1!r} * (1 - {_B!r} + {_B!r} * coalesce({length} / {average}::float8, 1))"
+    norm = f"{K1!r} * (1 - {B!r} + {B!r} * c.words / {average}::float8)"
     # OFFSET 0 keeps the subquery whole: each frequency and the norm are computed once a row.
-    frequencies_of = f"SELECT c.*, {frequencies}, {norm} AS norm FROM ({source}) c OFFSET 0"
+    frequencies_of = f"SELECT c.id, {frequencies}, {norm} AS norm FROM ({source}) c OFFSET 0"
     score = " + ".join(
-        f"{params.add(weight)}::float8 * f.tf{n} * {_K1 + 1!r} / (f.tf{n} + f.norm)"
+        f"{params.add(weight)}::float8 * f.tf{n} * {K1 + 1!r} / (f.tf{n} + f.norm)"
         for n, weight in enumerate(plan.weights)
+        if n >= read
     )
-    return f"SELECT f.*, {score} AS score FROM ({frequencies_of}) f"
+    return f"SELECT f.id, {score} AS score FROM ({frequencies_of}) f"
 
 
 async def keyword_search(
@@ -165,66 +126,73 @@ async def keyword_search(
     limit: int,
     now: datetime,
 ) -> list[tuple[Any, float]]:
-    """Ranked ``(row, score)`` pairs: rows in ``columns()`` order, scores BM25 on the
-    calibrated scale (``search.keyword.calibrated``), best first, ties by id."""
-    plan = await planner.plan(connection, words)
-    if plan is None:
-        return []
-    params = Params([plan.kept])
-    where = where_clause(filter, params, s, now)
-    budget = planner.budget
-    if plan.sliced:
-        # The newest window of the table, read down the `created_at` index: it costs the
-        # window, where the GIN index would hand over every match of a frequent word.
-        # Literal sizes: with a `$n` LIMIT a generic plan guesses 10% of the table.
-        candidates = (
-            f"SELECT m.* FROM (SELECT * FROM {s}.memories "
-            f"ORDER BY created_at DESC, id DESC LIMIT {budget * _WINDOW:d}) m "
-            f"WHERE m.tsv @@ $1::tsquery AND {where} "
-            f"ORDER BY m.created_at DESC, m.id DESC LIMIT {budget:d}"
+    """The exact BM25 top ``limit`` of the records ``filter`` keeps at ``now`` that hold any
+    of ``words``: ``(row, score)`` pairs best first, ties by id, rows in ``columns()`` order,
+    scores on the calibrated scale (``retrieval.keyword.calibrated``)."""
+    async with connection.transaction(isolation="repeatable_read", readonly=True):
+        plan = await planner.plan(connection, words)
+        if plan is None:
+            return []
+        best: list[tuple[str, float]] = []
+        read = 0
+        while read < len(plan.terms):
+            threshold = best[-1][1] if len(best) >= limit else None
+            # Strictly below: an unread record scores less than the unread terms' bounds.
+            if threshold is not None and threshold >= plan.bound(read):
+                break
+            combined: list[tuple[int, ...]] | None = None
+            if threshold is not None and plan.bound(read, read + 1) <= threshold:
+                combined = plan.combinations(read, threshold)
+            if combined:
+                # No unread term alone can lift a record above the k-th score: only records
+                # holding one of these sets of them can (GIN intersects their postings).
+                match = " | ".join(
+                    "( " + " & ".join(plan.terms[n] for n in chosen) + " )" for chosen in combined
+                )
+                found = await _round(connection, s, plan, match, read, filter, limit, now)
+                end = len(plan.terms)
+            else:
+                end = plan.next_round(read)
+                match = any_query(plan.terms[read:end])
+                found = await _round(connection, s, plan, match, read, filter, limit, now)
+            best += found
+            best.sort(key=lambda hit: (-hit[1], hit[0]))
+            del best[limit:]
+            read = end
+        if not best:
+            return []
+        rows = await connection.fetch(
+            f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[])",
+            [id for id, _ in best],
         )
-    else:
-        candidates = f"SELECT m.* FROM {s}.memories m WHERE m.tsv @@ $1::tsquery AND {where}"
-    ranked = (
-        f"SELECT c.* FROM ({_scored(candidates, plan, params)}) c "
-        f"ORDER BY c.score DESC, c.id LIMIT {params.add(limit)}"
-    )
-    rows = await connection.fetch(
-        f"SELECT {columns()}, m.score FROM ({ranked}) m "
-        f"LEFT JOIN {s}.memory_usage u ON u.id = m.id ORDER BY m.score DESC, m.id",
-        *params.values,
-    )
-    hits = [(row, float(row["score"])) for row in rows]
-    if len(hits) < limit and plan.partial:
-        found = [row["id"] for row, _ in hits]
-        hits += await _newest(connection, s, plan, filter, found, limit - len(found), now)
-    return [(row, calibrated(score, plan.ideal)) for row, score in hits]
+    stored = {row["id"]: row for row in rows}
+    return [(stored[id], calibrated(score, plan.ideal)) for id, score in best]
 
 
-async def _newest(
+async def _round(
     connection: Connection,
     s: str,
     plan: KeywordPlan,
+    match: str,
+    read: int,
     filter: MemoryFilter,
-    found: list[str],
-    wanted: int,
+    limit: int,
     now: datetime,
-) -> list[tuple[Any, float]]:
-    """Phase 2: the ``wanted`` newest records matching any word, not yet found, best first."""
-    params = Params([plan.every, found])
+) -> list[tuple[str, float]]:
+    """The best ``limit`` ``(id, BM25)`` among the records the filter keeps that match
+    ``match`` (a ``tsquery`` text) and hold none of ``terms[:read]``, best first, ties by
+    id."""
+    params = Params([match])
+    condition = "m.tsv @@ $1::tsquery"
+    if read:
+        condition += f" AND NOT (m.tsv @@ {params.add(any_query(plan.terms[:read]))}::tsquery)"
+    if plan.phrases:
+        condition += f" AND m.tsv @@ {params.add(plan.every)}::tsquery"
     where = where_clause(filter, params, s, now)
-    # With a frequent word among them, matches are dense: walk `created_at` down and stop at
-    # `wanted` (`IS TRUE` keeps the GIN index out: a generic plan, blind to the words, would
-    # take it and sort every match). Otherwise the matches are few: take them all from GIN.
-    match = "(m.tsv @@ $1::tsquery) IS TRUE" if plan.dense else "m.tsv @@ $1::tsquery"
-    newest = (
-        f"SELECT m.* FROM {s}.memories m "
-        f"WHERE {match} AND {where} AND m.id <> ALL($2::text[]) "
-        f"ORDER BY m.created_at DESC, m.id DESC LIMIT {params.add(wanted)}"
-    )
+    candidates = f"SELECT m.id, m.tsv, m.words FROM {s}.memories m WHERE {condition} AND {where}"
     rows = await connection.fetch(
-        f"SELECT {columns()}, m.score FROM ({_scored(newest, plan, params)}) m "
-        f"LEFT JOIN {s}.memory_usage u ON u.id = m.id ORDER BY m.score DESC, m.id",
+        f"SELECT r.id, r.score FROM ({_scored(candidates, plan, params, read)}) r "
+        f"ORDER BY r.score DESC, r.id LIMIT {params.add(limit)}",
         *params.values,
     )
-    return [(row, float(row["score"])) for row in rows]
+    return [(row["id"], float(row["score"])) for row in rows]

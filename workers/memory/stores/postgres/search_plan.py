@@ -1,107 +1,117 @@
-"""Planning one keyword search on the PostgreSQL store: which query words phase 1 ranks and
-which phase 2 may fill from, as ``tsquery`` texts, with the BM25 weights of the query's terms
-(steps 1 to 3 of the plan ``search`` describes).
+"""Planning one keyword search on the PostgreSQL store: the query's terms with their exact
+statistics, rarest first, and the rounds that read their postings (``search`` says why in
+that order and when the rounds stop).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from workers.memory.retrieval.keyword import idf
-from workers.memory.stores.postgres.search_stats import KeywordStatistics
+from workers.memory.stores.postgres.search_stats import KeywordStatistics, as_query
 
 if TYPE_CHECKING:
     from workers.memory.stores.postgres.pool import Connection
 
-__all__ = ("DEFAULT_BUDGET", "KeywordPlan", "KeywordPlanner", "any_query")
+__all__ = ("K1", "KeywordPlan", "KeywordPlanner", "any_query")
 
-DEFAULT_BUDGET = 1_500
-"""Records phase 1 may score; bounds the cost of one search (a few µs per record, mostly
-reading it: measured, 1,500 keeps p50 under 10 ms and p99 under 30 ms at 100k records)."""
+K1 = 1.2
+B = 0.75
+"""BM25's constants, FTS5's."""
+
+_ROUND_POSTINGS = 250
+"""Rare terms share one round while their postings together stay below this many (a round
+costs a round trip; scoring a few more records costs less)."""
+
+_COMBINED_TERMS = 8
+"""At most this many remaining terms are combined (``KeywordPlan.combinations``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class KeywordPlan:
-    """What one search runs: ``tsquery`` texts built from PostgreSQL's own output, and the
-    BM25 statistics of the query's terms."""
+    """What one search scores with, from one snapshot."""
 
-    kept: str
-    """The words phase 1 ranks the matches of, OR-ed."""
     every: str
-    """Every query word that matches something, OR-ed: what phase 2 fills from."""
-    sliced: bool
-    """Even the rarest word matches more than the budget: phase 1 ranks its newest matches."""
-    partial: bool
-    """Phase 1 left something out (frequent words, or older matches): phase 2 may fill."""
-    dense: bool
-    """Some word matches more than the budget: the newest matches are near the top."""
+    """Every query word PostgreSQL makes something of, OR-ed: what a hit must match."""
+    phrases: bool
+    """Some word has several lexemes: holding one of them does not match the word."""
     terms: tuple[str, ...]
-    """The query's terms some record holds, as ``tsquery`` texts: what records are scored by."""
+    """The lexemes some record holds, as ``tsquery`` texts, rarest first."""
+    frequency: tuple[int, ...]
+    """Records holding each."""
     weights: tuple[float, ...]
-    """Each term's IDF."""
+    """Each one's IDF."""
     ideal: float
-    """The sum of the IDFs of all the query's terms (``search.keyword.calibrated``)."""
+    """The sum of the IDFs of all the query's lexemes (``retrieval.keyword.calibrated``)."""
     average: float
-    """The average record length, in lexeme positions."""
+    """The average record length in words."""
+
+    def bound(self, start: int, end: int | None = None) -> float:
+        """An upper bound of what ``terms[start:end]`` add to any record's score (strict: a
+        term adds less than ``idf (k1 + 1)`` at every frequency and length)."""
+        return math.fsum(weight * (K1 + 1.0) for weight in self.weights[start:end])
+
+    def next_round(self, start: int) -> int:
+        """Where a round reading ``terms[start:]``'s postings ends: the next term, and the
+        ones after it while their postings together stay few."""
+        end, postings = start + 1, self.frequency[start]
+        while end < len(self.terms) and postings + self.frequency[end] <= _ROUND_POSTINGS:
+            postings += self.frequency[end]
+            end += 1
+        return end
+
+    def combinations(self, start: int, threshold: float) -> list[tuple[int, ...]] | None:
+        """The smallest sets of ``terms[start:]`` (as indexes) whose bounds together exceed
+        ``threshold``: a record holding none of the earlier terms can score above
+        ``threshold`` only if it holds all of one of them. ``None`` when there are too many
+        terms to enumerate the sets of."""
+        rest = range(start, len(self.terms))
+        if len(rest) > _COMBINED_TERMS:
+            return None
+        bound = [weight * (K1 + 1.0) for weight in self.weights]
+        found: list[tuple[int, ...]] = []
+        for size in range(1, len(rest) + 1):
+            for chosen in itertools.combinations(rest, size):
+                if math.fsum(bound[n] for n in chosen) > threshold and not any(
+                    set(smaller) <= set(chosen) for smaller in found
+                ):
+                    found.append(chosen)
+        return found
 
 
 class KeywordPlanner(KeywordStatistics):
-    """Plans keyword searches on one store's schema, caching what it learns.
-
-    A word's lexemes and their document counts are cached for ``_COUNT_TTL`` seconds once the
-    word matches something: a plan only needs counts roughly right, and a stale one costs a
-    little speed and moves scores (so perhaps the order) a little; it never invents a record.
-    A word matching nothing is looked up again each time, so a word written a moment ago is
-    found at once. Table statistics are cached as ``search`` describes.
-
-    Args:
-        s: The store's schema, quoted.
-        budget: Records phase 1 may score (at least 1).
-    """
+    """Plans keyword searches on one store's schema ``s`` (quoted)."""
 
     async def plan(self, connection: Connection, words: Sequence[str]) -> KeywordPlan | None:
-        """The plan for ``words``, or ``None`` when none of them matches anything."""
+        """The plan for ``words`` in the connection's snapshot, or ``None`` when no record
+        holds any of them (or the store is empty)."""
         found = await self.lookup(connection, words)
-        # Words matching nothing are dropped, words with one stem ("record", "records") merged.
-        queries = {found[word].query: found[word].count for word in words if found[word].count}
-        # Rarest first; the position in the query breaks ties, so a plan is stable.
-        sized = sorted(
-            (count, position, query) for position, (query, count) in enumerate(queries.items())
-        )
-        if not sized:
+        lexemes = list(dict.fromkeys(lexeme for word in words for lexeme in found[word].lexemes))
+        if not lexemes:
             return None
-        kept: list[str] = []
-        spent = 0
-        for count, _, query in sized:
-            if not kept or spent + count <= self.budget:
-                kept.append(query)
-                spent += count
-        sliced = spent > self.budget
-        # The terms: every lexeme of every word, once, with its count.
-        counted: dict[str, int] = {}
-        for word in words:
-            counted.update(zip(found[word].terms, found[word].counts, strict=True))
-        # N and the counts are cached (and counted) apart: N is raised to them, so n <= N.
-        documents = await self.documents(connection, max(counted.values(), default=0))
-        frequency = dict(counted)
-        for term, count in counted.items():
-            if count > self.budget:
-                frequency[term] = await self.frequency(connection, term, documents)
-        documents = await self.documents(connection, max(frequency.values(), default=0))
-        weights = {term: idf(documents, count) for term, count in frequency.items()}
+        statistics = await self.statistics(connection, lexemes)
+        weights = {
+            lexeme: idf(statistics.documents, statistics.frequency[lexeme]) for lexeme in lexemes
+        }
+        held = sorted(
+            (lexeme for lexeme in lexemes if statistics.frequency[lexeme]),
+            key=lambda lexeme: (statistics.frequency[lexeme], lexeme),
+        )
+        if not held:
+            return None
+        queries = list(dict.fromkeys(found[word].query for word in words if found[word].lexemes))
         return KeywordPlan(
-            kept=any_query(kept),
-            every=any_query([query for _, _, query in sized]),
-            sliced=sliced,
-            partial=sliced or len(kept) < len(sized),
-            dense=sized[-1][0] > self.budget,
-            terms=tuple(term for term, count in counted.items() if count),
-            weights=tuple(weights[term] for term, count in counted.items() if count),
+            every=any_query(queries),
+            phrases=any(len(found[word].lexemes) > 1 for word in words),
+            terms=tuple(as_query(lexeme) for lexeme in held),
+            frequency=tuple(statistics.frequency[lexeme] for lexeme in held),
+            weights=tuple(weights[lexeme] for lexeme in held),
             ideal=math.fsum(weights.values()),
-            average=await self.average(connection, documents),
+            average=statistics.average,
         )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ditto.errors import InvalidInputError
 from workers.memory.model.contracts import MemoryFilter, MemoryItem, OrderBy, OrderField
 from workers.memory.model.records import canonical_json, content_text, to_micros
+from workers.memory.retrieval.text import words
 from workers.memory.stores.conditions import common_conditions, keyset_order
 from workers.memory.stores.rows import (
     GOVERNANCE_COLUMNS,
@@ -47,7 +48,13 @@ def quoted_schema(schema: str) -> str:
     return f'"{schema}"'
 
 
-STORED_COLUMNS = (*RECORD_COLUMNS, *GOVERNANCE_COLUMNS, *PROVENANCE_COLUMNS, "search_text")
+STORED_COLUMNS = (
+    *RECORD_COLUMNS,
+    *GOVERNANCE_COLUMNS,
+    *PROVENANCE_COLUMNS,
+    "search_text",
+    "words",
+)
 """What a write stores in ``memories``, in the order of :func:`item_values`."""
 
 
@@ -77,12 +84,18 @@ def search_text(item: MemoryItem) -> str:
 
 
 def item_values(item: MemoryItem) -> tuple[Any, ...]:
-    """Values for ``STORED_COLUMNS``, in that order (a new record has no usage row yet)."""
+    """Values for ``STORED_COLUMNS``, in that order (a new record has no usage row yet).
+
+    ``words`` is the record's length for BM25: its words as the shared tokenizer sees them
+    (``retrieval.text.words``, FTS5's ``unicode61`` words), stop words included, as SQLite and
+    the in-process store count a record's length."""
+    text = search_text(item)
     return (
         *record_values(item),
         *governance_values(item),
         *provenance_values(item),
-        search_text(item),
+        text,
+        len(words(text)),
     )
 
 

@@ -7,9 +7,10 @@ Every node behaves exactly as on SQLite (the same conformance suites run on both
 * **Writes** of a batch are one transaction (``writes``). Keyed drafts take a
   transaction-scoped advisory lock per ``(namespace, key)`` before they look for the stored
   record: concurrent writers of one key serialise instead of failing on the unique index.
-* **Keyword search** is a generated ``tsvector`` column with a GIN index, ranked by Okapi BM25
-  on the same calibrated scale as SQLite, OR semantics, planned by document frequency so one
-  search scores a bounded number of records (``search``). Each word becomes a ``tsquery`` through
+* **Keyword search** is a generated ``tsvector`` column with a GIN index: the exact Okapi BM25
+  top-k on the same calibrated scale as SQLite, OR semantics, with statistics the database
+  keeps exact in every write (``search_schema``) and MaxScore pruning of the frequent words'
+  postings (``search``). Each word becomes a ``tsquery`` through
   ``websearch_to_tsquery``: user text is never SQL and never raw tsquery syntax.
 * **Usage** counters are coalesced in memory and applied by one statement for many searches
   (``usage``): one statement per search would make every search a costly write.
@@ -83,12 +84,9 @@ class PostgresMemoryStore(
         pool: An ``asyncpg.Pool``, or the :class:`PoolRecipe` that ``from_url`` passes.
         schema: The PostgreSQL schema holding the tables (created if missing).
         clock: Source of timestamps (default: system clock, UTC).
-        search_budget: Records one keyword search may score before frequent words are left
-            to the fill phase (see ``search``).
 
     Raises:
-        InvalidInputError: ``schema`` is not a plain lower-case identifier, or
-            ``search_budget`` is below 1.
+        InvalidInputError: ``schema`` is not a plain lower-case identifier.
     """
 
     # ----------------------------------------------------------------- writes

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Self
 
 import asyncpg
 
-from ditto.errors import ErrorCode, InvalidInputError
+from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import Clock, utc_now
 from workers.memory.retrieval.vectors import VectorIndex
 from workers.memory.stores.postgres.errors import postgres_errors
 from workers.memory.stores.postgres.pool import PoolRecipe
 from workers.memory.stores.postgres.schema import migrate
-from workers.memory.stores.postgres.search import DEFAULT_BUDGET, KeywordPlanner
+from workers.memory.stores.postgres.search import KeywordPlanner
 from workers.memory.stores.postgres.sql import quoted_schema
 from workers.memory.stores.postgres.usage import UsageCounters
 
@@ -40,7 +40,6 @@ class PostgresStoreBase:
         *,
         schema: str = "ditto",
         clock: Clock = utc_now,
-        search_budget: int = DEFAULT_BUDGET,
     ) -> None:
         super().__init__()
         self._recipe = pool if isinstance(pool, PoolRecipe) else None
@@ -53,11 +52,7 @@ class PostgresStoreBase:
         self._open_lock = asyncio.Lock()
         self._index = VectorIndex()
         self._refreshing = asyncio.Lock()
-        if isinstance(search_budget, bool) or not isinstance(search_budget, int):
-            raise InvalidInputError("search_budget must be an integer")
-        if search_budget < 1:
-            raise InvalidInputError("search_budget must be at least 1")
-        self._planner = KeywordPlanner(self._s, search_budget)
+        self._planner = KeywordPlanner(self._s)
 
     @classmethod
     def from_url(
@@ -68,7 +63,6 @@ class PostgresStoreBase:
         pool_size: int = 10,
         statement_timeout_ms: int = 30_000,
         clock: Clock = utc_now,
-        search_budget: int = DEFAULT_BUDGET,
     ) -> Self:
         """A store with its own connection pool, created by :meth:`open` (no connection is made
         here) and closed by :meth:`aclose`."""
@@ -76,7 +70,6 @@ class PostgresStoreBase:
             PoolRecipe(url, pool_size, statement_timeout_ms),
             schema=schema,
             clock=clock,
-            search_budget=search_budget,
         )
 
     @property

@@ -180,19 +180,28 @@ async def review_batch(
 async def restore_batch(connection: Connection, s: str, items: Sequence[MemoryItem]) -> None:
     """Import: records exactly as given (same id replaced), their usage counters too."""
     names = ", ".join(STORED_COLUMNS)
-    marks = ", ".join(f"${n}" for n in range(1, len(STORED_COLUMNS) + 1))
     updates = ", ".join(f"{name} = excluded.{name}" for name in STORED_COLUMNS)
+    # One statement for the batch (COPY into a scratch table, then one upsert): the keyword
+    # statistics' triggers run once, not once a record. The last copy of an id wins. Rows of
+    # the scratch table go at commit, or with the rollback of a failed import.
+    scratch = f"memory_import_{s.strip(chr(34))}"[:63]
+    latest = {item.id: item for item in items}
+    await connection.execute(
+        f'CREATE TEMP TABLE IF NOT EXISTS "{scratch}" (LIKE {s}.memories) ON COMMIT DELETE ROWS'
+    )
+    await connection.copy_records_to_table(
+        scratch, columns=list(STORED_COLUMNS), records=[item_values(i) for i in latest.values()]
+    )
     try:
-        await connection.executemany(
-            f"INSERT INTO {s}.memories ({names}) VALUES ({marks}) "
-            f"ON CONFLICT (id) DO UPDATE SET {updates}",
-            [item_values(item) for item in items],
+        await connection.execute(
+            f'INSERT INTO {s}.memories ({names}) SELECT {names} FROM "{scratch}" '
+            f"ON CONFLICT (id) DO UPDATE SET {updates}"
         )
     except asyncpg.exceptions.UniqueViolationError as exc:
         raise conflict("a key in the import belongs to another record") from exc
     ids = [item.id for item in items]
     await connection.execute(f"DELETE FROM {s}.memory_usage WHERE id = ANY($1::text[])", ids)
-    used = [item for item in items if item.usage_count or item.last_used_at is not None]
+    used = [item for item in latest.values() if item.usage_count or item.last_used_at is not None]
     if used:
         await connection.executemany(
             f"INSERT INTO {s}.memory_usage (id, usage_count, last_used_at) VALUES ($1, $2, $3)",
