@@ -121,7 +121,10 @@ async def index(data: Dataset, embedder: Embedder) -> Path:
                     {"namespace": doc.namespace, "key": doc.key, "content": doc.text}
                     for doc in documents[start : start + BATCH]
                 ]
-                (await runtime.invoke("MEMORY.WRITE", {"memories": drafts})).unwrap()
+                # A batch of long records embeds thousands of chunks: more than a call's default
+                # deadline on a slow machine.
+                written = await runtime.invoke("MEMORY.WRITE", {"memories": drafts}, timeout=3600)
+                written.unwrap()
                 done = start + len(drafts)
                 rate = done / (perf_counter() - started)
                 print(
