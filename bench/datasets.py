@@ -35,7 +35,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ("DATASETS", "Dataset", "Document", "Query", "load", "sessions")
+__all__ = ("DATASETS", "Dataset", "Document", "Query", "first_queries", "load", "sessions")
 
 SAMPLE = Path(__file__).with_name("data") / "retrieval_sample"
 MEMPALACE = "mempalace==3.11.0"
@@ -71,6 +71,19 @@ def load(name_or_folder: str) -> Dataset:
     if name_or_folder in DATASETS:
         return DATASETS[name_or_folder]()
     return load_beir(Path(name_or_folder))
+
+
+def first_queries(data: Dataset, count: int) -> Dataset:
+    """``data`` with its first ``count`` judged queries only, and the documents of their
+    namespaces (a quicker run on LongMemEval_S, whose questions each have their own)."""
+    queries = [query for query in data.queries if query.id in data.judgements][:count]
+    namespaces = {query.namespace for query in queries}
+    return Dataset(
+        f"{data.name} (first {len(queries)} questions)",
+        [document for document in data.documents if document.namespace in namespaces],
+        queries,
+        {query.id: data.judgements[query.id] for query in queries},
+    )
 
 
 def sessions(data: Dataset, size: int) -> Dataset:

@@ -43,7 +43,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from datasets import Dataset, cache_dir, load, sessions
+from datasets import Dataset, cache_dir, first_queries, load, sessions
 
 from ditto import Ditto, create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
@@ -311,6 +311,9 @@ def main() -> None:
         choices=[name for name, _, _ in STRATEGIES],
         help="the strategies to run (default: all)",
     )
+    parser.add_argument(
+        "--questions", type=int, help="only each dataset's first N judged queries (quicker)"
+    )
     parser.add_argument("--markdown", action="store_true", help="print the README table")
     parser.add_argument("--update-readme", action="store_true", help="write it into README.md")
     arguments = parser.parse_args()
@@ -319,6 +322,8 @@ def main() -> None:
     runs = []
     for name in arguments.data or ["sample", "longmemeval-s"]:
         loaded = load(name)
+        if arguments.questions:
+            loaded = first_queries(loaded, arguments.questions)
         views = {
             "record": [loaded],
             "session": [sessions(loaded, arguments.session_size)],

@@ -101,9 +101,6 @@ class Vectors:
         counts = tuple(self._starts[r + 1] - self._starts[r] for r in records)
         return Vectors(self.model, self.matrix[rows], hashes, counts)
 
-    def chunk_counts(self, records: Sequence[int]) -> list[int]:
-        return [self._starts[r + 1] - self._starts[r] for r in records]
-
 
 @dataclass(frozen=True, slots=True)
 class VectorState:
