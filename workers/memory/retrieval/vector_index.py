@@ -8,8 +8,9 @@ holds every row with the id of the record it belongs to, and :meth:`VectorIndex.
 The ranking is one ``matrix @ query`` over unit rows (cosine = dot product), then a selection
 that block maxima narrow to a few candidate rows (:func:`_candidates`). With chunks, ``k`` block
 maxima may belong to fewer than ``k`` records, so the bound is taken again over more blocks
-until the candidates hold ``k`` records; while every record has one row (short texts only) the
-selection is the plain per-row one, unchanged.
+until the candidates hold ``k`` records, whose best rows are found in numpy (each row carries
+its record's number; one ``lexsort`` of the candidates groups them). While every record has one
+row (short texts only) the selection is the plain per-row one, unchanged.
 """
 
 from __future__ import annotations
