@@ -17,6 +17,12 @@ namespace) and judgements (the relevant keys of each query, with a gain). Two ar
 
 Any BEIR-format folder works too (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv`` or
 ``qrels/test.tsv``).
+
+Each dataset is evaluated at *record* granularity (a document is a record, as above) and at
+*session* granularity (:func:`sessions`): every ``size`` consecutive documents of a namespace,
+in the order they are written, are joined into one long record, relevant when it holds a
+relevant document. Sessions of LongMemEval_S's 500-character sessions are ~320 words — past
+MiniLM's window, which is what a record per chat session looks like to a store.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ("DATASETS", "Dataset", "Document", "Query", "load")
+__all__ = ("DATASETS", "Dataset", "Document", "Query", "first_queries", "load", "sessions")
 
 SAMPLE = Path(__file__).with_name("data") / "retrieval_sample"
 MEMPALACE = "mempalace==3.11.0"
@@ -65,6 +71,46 @@ def load(name_or_folder: str) -> Dataset:
     if name_or_folder in DATASETS:
         return DATASETS[name_or_folder]()
     return load_beir(Path(name_or_folder))
+
+
+def first_queries(data: Dataset, count: int) -> Dataset:
+    """``data`` with its first ``count`` judged queries only, and the documents of their
+    namespaces (a quicker run on LongMemEval_S, whose questions each have their own)."""
+    queries = [query for query in data.queries if query.id in data.judgements][:count]
+    namespaces = {query.namespace for query in queries}
+    return Dataset(
+        f"{data.name} (first {len(queries)} questions)",
+        [document for document in data.documents if document.namespace in namespaces],
+        queries,
+        {query.id: data.judgements[query.id] for query in queries},
+    )
+
+
+def sessions(data: Dataset, size: int) -> Dataset:
+    """``data`` at session granularity: each ``size`` consecutive documents of a namespace as
+    one record (texts joined by blank lines), keyed ``session-N``; its gain for a query is the
+    best gain of the documents it holds."""
+    grouped = Dataset(f"{data.name} (sessions of {size})", queries=list(data.queries))
+    by_namespace: dict[str, list[Document]] = {}
+    for document in data.documents:
+        by_namespace.setdefault(document.namespace, []).append(document)
+    session_of: dict[tuple[str, str], str] = {}
+    for namespace, documents in by_namespace.items():
+        for start in range(0, len(documents), size):
+            key = f"session-{start // size}"
+            members = documents[start : start + size]
+            text = "\n\n".join(document.text for document in members)
+            grouped.documents.append(Document(namespace, key, text))
+            for document in members:
+                session_of[(namespace, document.key)] = key
+    namespace_of = {query.id: query.namespace for query in data.queries}
+    for query_id, relevant in data.judgements.items():
+        gains: dict[str, float] = {}
+        for key, gain in relevant.items():
+            session = session_of[(namespace_of[query_id], key)]
+            gains[session] = max(gains.get(session, 0.0), gain)
+        grouped.judgements[query_id] = gains
+    return grouped
 
 
 # ------------------------------------------------------------------------------ BEIR

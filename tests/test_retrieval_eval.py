@@ -50,6 +50,28 @@ def test_the_loader_reads_beir_folders(tmp_path: Path) -> None:
     assert data.judgements == {"q1": {"d1": 1.0}}  # zero scores and unknown queries left out
 
 
+def test_sessions_join_consecutive_documents_and_keep_the_best_gain() -> None:
+    datasets = _harness("datasets")
+    data = datasets.Dataset(
+        "toy",
+        [datasets.Document(ns, f"{ns}{n}", f"text {ns}{n}") for ns in "ab" for n in range(5)],
+        [datasets.Query("q1", "what", "a"), datasets.Query("q2", "who", "b")],
+        {"q1": {"a1": 1.0, "a3": 2.0, "a4": 1.0}, "q2": {"b4": 1.0}},
+    )
+    grouped = datasets.sessions(data, 2)
+    assert [(doc.namespace, doc.key) for doc in grouped.documents] == [
+        (ns, f"session-{n}") for ns in "ab" for n in range(3)
+    ]
+    assert grouped.documents[1].text == "text a2\n\ntext a3"
+    assert grouped.judgements == {
+        "q1": {"session-0": 1.0, "session-1": 2.0, "session-2": 1.0},
+        "q2": {"session-2": 1.0},
+    }
+    first = datasets.first_queries(data, 1)
+    assert [query.id for query in first.queries] == ["q1"]
+    assert {doc.namespace for doc in first.documents} == {"a"}
+
+
 def test_the_sample_runs_end_to_end(tmp_path: Path) -> None:
     completed = subprocess.run(
         [

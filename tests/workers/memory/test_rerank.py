@@ -18,10 +18,11 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.contracts import MemoryItem, SearchHit
+from workers.memory.retrieval.chunking import chunks
 from workers.memory.retrieval.embeddings import HashingEmbedder
 from workers.memory.retrieval.embeddings.base import embed_texts
 from workers.memory.retrieval.hybrid import SearchEngine, SearchSettings
-from workers.memory.retrieval.rerank import EmbeddingReranker, MMRReranker, chunks
+from workers.memory.retrieval.rerank import EmbeddingReranker, MMRReranker
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +92,7 @@ async def test_embedding_rerank_follows_the_query_as_its_weight_grows() -> None:
 async def test_embedding_rerank_scores_a_long_record_by_its_best_chunk() -> None:
     filler = " ".join(f"filler{number % 50} words" for number in range(300))
     long_text = f"{filler} the garage door code is kept in the blue notebook"
-    assert len(chunks(long_text)) > 1
+    assert len(chunks(long_text, 128, 8)) > 1
     items = await written([long_text])
     query = "garage door code blue notebook"
     (hit,) = await EmbeddingReranker(EMBEDDER, 1.0).rerank(query, hits(items, [1.0], True), 1)
@@ -100,17 +101,18 @@ async def test_embedding_rerank_scores_a_long_record_by_its_best_chunk() -> None
     assert hit.explain is not None
     # the whole text dilutes the passage to nothing; its chunk keeps it
     assert hit.explain["embedding_cosine"] > max(5 * whole, 0.1)
-    assert hit.explain["embedding_chunks"] == len(chunks(long_text))
+    assert hit.explain["embedding_chunks"] == len(chunks(long_text, 128, 8))
 
 
 def test_chunks_overlap_and_are_bounded() -> None:
     text = " ".join(str(number) for number in range(2000))
-    pieces = chunks(text)
+    pieces = chunks(text, 128, 8)
     assert len(pieces) == 8
     first, second = pieces[0].split(), pieces[1].split()
     assert len(first) == 128
     assert first[96:] == second[:32]
-    assert chunks("short text") == ["short text"]
+    assert chunks("short text", 128) == ["short text"]
+    assert chunks(text, None) == [text]  # an embedder without a window reads it whole
 
 
 def test_an_engine_refuses_a_reranker_it_cannot_run() -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workers.memory.retrieval.embeddings.base import EmbeddingModel
-from workers.memory.retrieval.vectors import VectorIndex, _candidates
+from workers.memory.retrieval.vector_index import VectorIndex, _candidates
 
 DIMENSION = 4
 MODEL = EmbeddingModel("exact-eighths", DIMENSION)
@@ -79,3 +79,67 @@ def test_block_maxima_leave_few_candidates_on_spread_scores() -> None:
     scores = np.random.default_rng(5).normal(size=100_000).astype(np.float32)
     for k in (1, 10, 100):
         assert k <= len(_candidates(scores, k)) <= 20 * k
+
+
+def best_chunk_reference(
+    blocks: dict[str, np.ndarray], query: np.ndarray, k: int
+) -> tuple[list[str], list[float]]:
+    best = {item_id: float((rows @ query).max()) for item_id, rows in blocks.items()}
+    order = sorted(best, key=lambda item_id: (-best[item_id], item_id))[:k]
+    return order, [best[item_id] for item_id in order]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(min_value=0, max_value=600),
+    most=st.sampled_from([1, 2, 5, 40]),  # chunks per record: 1 to `most`
+    k=st.integers(min_value=1, max_value=60),
+    levels=st.sampled_from([2, 3, 17]),
+    changed=st.integers(min_value=0, max_value=100),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_records_in_chunks_rank_by_their_best_chunk_each_once(
+    count: int, most: int, k: int, levels: int, changed: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+
+    def chunked(size: int) -> np.ndarray:
+        return (rng.integers(0, levels, size=(size, DIMENSION)) / 8).astype(np.float32)
+
+    ids = [f"id-{n:05d}" for n in rng.permutation(count)]
+    blocks = {item_id: chunked(int(rng.integers(1, most + 1))) for item_id in ids}
+    index = VectorIndex(MODEL)
+    index.upsert(
+        ids, np.concatenate([blocks[i] for i in ids] or [chunked(0)]), [len(blocks[i]) for i in ids]
+    )
+    # Replace some records with another number of chunks and remove others: rows move.
+    touched = rng.permutation(ids)[: min(changed, count)].tolist()
+    replaced, removed = touched[::2], touched[1::2]
+    for item_id in replaced:
+        blocks[item_id] = chunked(int(rng.integers(1, most + 1)))
+    if replaced:
+        index.upsert(
+            replaced,
+            np.concatenate([blocks[i] for i in replaced]),
+            [len(blocks[i]) for i in replaced],
+        )
+    index.remove(removed)
+    for item_id in removed:
+        del blocks[item_id]
+    assert len(index) == len(blocks)
+    assert index.rows == sum(len(rows) for rows in blocks.values())
+    query = (rng.integers(-8, 9, size=DIMENSION) / 8).astype(np.float32)
+
+    found, scores = index.top(query, k)
+
+    assert (found, scores) == best_chunk_reference(blocks, query, k)
+
+
+def test_a_record_chunked_then_short_again_keeps_one_row() -> None:
+    index = VectorIndex(MODEL)
+    index.upsert(["a", "b"], np.eye(4, DIMENSION, dtype=np.float32)[:3], [2, 1])
+    assert (len(index), index.rows) == (2, 3)
+    index.upsert(["a"], np.eye(1, DIMENSION, 3, dtype=np.float32))
+    assert (len(index), index.rows) == (2, 2)
+    found, _ = index.top(np.eye(1, DIMENSION, 0, dtype=np.float32)[0], 2)
+    assert found == ["a", "b"]  # both score 0 now: by id

@@ -4,7 +4,8 @@ Vectors of the new model are written beside the old ones, page by page, so searc
 working on the old model meanwhile and an interrupted run resumes where it stopped (records that
 already have a vector of the new model are skipped). When every record has one, the new model
 becomes the store's and the old vectors are dropped. Records written meanwhile must use the new
-model's embedder (the store accepts both until the switch).
+model's embedder (the store accepts both until the switch). A record longer than the embedder's
+window is embedded in chunks, as a write embeds it (:mod:`~workers.memory.retrieval.chunking`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.ports import MemoryStore, VectorStore
-from workers.memory.retrieval.embeddings.base import Embedder, EmbeddingModel, embed_texts, model_of
-from workers.memory.retrieval.vectors import Vectors, hash_text, vector_text
+from workers.memory.retrieval.chunking import embed_records
+from workers.memory.retrieval.embeddings.base import Embedder, EmbeddingModel, model_of
+from workers.memory.retrieval.vectors import vector_text
 
 __all__ = ("ReindexReport", "reindex")
 
@@ -59,8 +61,7 @@ async def reindex(
         page = await store.missing_vectors(model, after, batch_size)
         if not page:
             break
-        texts = [vector_text(item) for item in page]
-        vectors = Vectors(model, await embed_texts(embedder, texts), tuple(map(hash_text, texts)))
+        vectors = await embed_records(embedder, model, [vector_text(item) for item in page])
         # A record edited meanwhile is skipped here and embedded on the next run.
         await store.put_vectors([item.id for item in page], vectors)
         done += len(page)

@@ -17,10 +17,11 @@ one, in [0, 1], so they read every fusion alike (confidence scores are already c
   the best ``λ · relevance − (1 − λ) · max cosine to those already picked``. ``λ = 1`` keeps the
   fused order; lower values push near-duplicates of better hits down. Scores stay the fused ones.
 * :class:`EmbeddingReranker` — re-scores each candidate by the cosine between the query and the
-  candidate's best *chunk* (overlapping windows of ``_CHUNK_WORDS`` words, at most
-  ``_MAX_CHUNKS``), so a long record whose relevant passage lies past the embedder's window (MiniLM
-  reads 256 word pieces) is seen whole: ``score = (1 − w) · relevance + w · clip(cosine, 0, 1)``
-  with ``w = rerank_weight``. Both terms are in [0, 1], so the score is too.
+  candidate's best *chunk* (:func:`~workers.memory.retrieval.chunking.chunks`: the embedder's
+  window, else ``_CHUNK_WORDS`` words, at most ``_MAX_CHUNKS``), so a long record whose
+  relevant passage lies past the embedder's window (MiniLM reads 256 word pieces) is seen whole:
+  ``score = (1 − w) · relevance + w · clip(cosine, 0, 1)`` with ``w = rerank_weight``. Both
+  terms are in [0, 1], so the score is too.
 
 A cross-encoder belongs behind the same port (its ``rerank`` scores ``(query, text)`` pairs);
 none ships its weights in a package today, and nothing here downloads weights at run time, so
@@ -38,6 +39,7 @@ import numpy as np
 from ditto.errors import ErrorCode
 from workers.memory.model.contracts import SearchHit
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.retrieval.chunking import chunks, window_of
 from workers.memory.retrieval.embeddings.base import Embedder, Matrix, embed_texts
 from workers.memory.retrieval.vectors import vector_text
 
@@ -51,17 +53,14 @@ __all__ = (
     "Reranker",
     "RerankerFactory",
     "builtin_rerankers",
-    "chunks",
     "rerank_hits",
 )
 
 _CHUNK_WORDS = 128
-"""Words per chunk: about 170 word pieces of English, inside MiniLM's 256."""
-_CHUNK_STRIDE = 96
-"""A chunk starts this many words after the previous one (32 words overlap)."""
+"""Words per chunk for an embedder that declares no window: about 170 word pieces of English."""
 _MAX_CHUNKS = 8
 """Chunks embedded per candidate: bounds a search's cost on very long records (the first
-``_CHUNK_STRIDE × 7 + _CHUNK_WORDS`` words are seen)."""
+``96 × 7 + 128`` words are seen at 128-word windows)."""
 
 
 @runtime_checkable
@@ -170,11 +169,12 @@ class EmbeddingReranker:
     def __init__(self, embedder: Embedder, weight: float = 0.5) -> None:
         self._embedder = embedder
         self._weight = weight
+        self._window = window_of(embedder) or _CHUNK_WORDS
 
     async def rerank(
         self, query: str, hits: Sequence[SearchHit], limit: int, ctx: NodeContext | None = None
     ) -> list[SearchHit]:
-        pieces = [chunks(vector_text(hit.memory)) for hit in hits]
+        pieces = [chunks(vector_text(hit.memory), self._window, _MAX_CHUNKS) for hit in hits]
         texts = [query] + [piece for candidate in pieces for piece in candidate]
         vectors = await embed_texts(self._embedder, texts)
         cosines = vectors[1:] @ vectors[0]
@@ -193,16 +193,6 @@ class EmbeddingReranker:
             scored.append((score, position, _noted(hit, score, detail)))
         scored.sort(key=lambda entry: (-entry[0], entry[1]))
         return [hit for _, _, hit in scored[:limit]]
-
-
-def chunks(text: str) -> list[str]:
-    """``text`` in overlapping windows of ``_CHUNK_WORDS`` words (at most ``_MAX_CHUNKS``);
-    one chunk for a short text, and ``[""]`` for an empty one (it is similar to nothing)."""
-    words = text.split()
-    if len(words) <= _CHUNK_WORDS:
-        return [text]
-    starts = range(0, len(words) - _CHUNK_WORDS + _CHUNK_STRIDE, _CHUNK_STRIDE)
-    return [" ".join(words[start : start + _CHUNK_WORDS]) for start in starts][:_MAX_CHUNKS]
 
 
 async def rerank_hits(

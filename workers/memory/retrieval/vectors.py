@@ -7,32 +7,37 @@ compared. ``reindex`` moves a store to a new model: vectors of the *target* mode
 beside the old ones (so it can stop and resume), then the target becomes active and the old
 vectors go.
 
-The index is an exact top-k over a float32 matrix of unit rows (cosine = dot product, one
-``matrix @ query``, then a selection that block maxima narrow to a few candidates). Stores
-update it incrementally as they commit; the SQL stores also number every vector change with a
-*generation* taken under the store's write lock, so a process picks up other processes'
-changes by reading what is newer than its own generation.
+A record's vectors are one per *chunk* of its text (:mod:`~.chunking`: one for a text within
+the embedder's window, overlapping windows beyond it). They travel together — :class:`Vectors`
+counts each record's rows — and are stored together: one blob of ``chunks × dimension``
+little-endian float32 per record and model (:func:`to_blob`, :func:`from_blob`), in the same
+vector row or frame every store already had, so no store needed a new table. A record is
+written, replaced and deleted with all its chunks at once, and one text hash guards them all.
+
+The index (:class:`~.vector_index.VectorIndex`) is an exact top-k over a float32 matrix of unit
+chunk rows that ranks each record by its best chunk. Stores update it incrementally as they
+commit; the SQL stores also number every vector change with a *generation* taken under the
+store's write lock, so a process picks up other processes' changes by reading what is newer
+than its own generation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import heapq
-import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from ditto.errors import ErrorCode
 from workers.memory.model.contracts import MemoryDraft, MemoryItem
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import content_text
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.retrieval.vector_index import VectorIndex
 
 __all__ = (
     "VECTOR_THREAD",
@@ -41,6 +46,7 @@ __all__ = (
     "Vectors",
     "check_model",
     "from_blob",
+    "from_blobs",
     "hash_text",
     "matching_rows",
     "mismatch",
@@ -59,13 +65,41 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Vectors:
-    """Vectors that travel with a WRITE or UPDATE: row ``i`` belongs to draft/patch ``i``."""
+    """Vectors that travel with a WRITE or UPDATE: record ``i`` (draft/patch ``i``) has the
+    ``counts[i]`` rows after those of the records before it — one per chunk of its text."""
 
     model: EmbeddingModel
     matrix: Matrix
     hashes: tuple[str, ...] | None = None
-    """:func:`hash_text` of the text each row was computed from: the store refuses a row whose
-    record's stored text differs (it changed while the vector was being computed)."""
+    """:func:`hash_text` of the text each record's rows were computed from: the store refuses
+    the rows of a record whose stored text differs (it changed while they were computed)."""
+    counts: tuple[int, ...] | None = None
+    """Rows (chunks) per record, each at least 1; ``None``: one row each."""
+    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts = self.counts if self.counts is not None else (1,) * len(self.matrix)
+        if any(count < 1 for count in counts) or sum(counts) != len(self.matrix):
+            raise ValueError("Vectors: counts must be positive and add up to the matrix's rows")
+        starts = [0]
+        for count in counts:
+            starts.append(starts[-1] + count)
+        object.__setattr__(self, "_starts", tuple(starts))
+
+    def __len__(self) -> int:
+        """How many records the vectors are for."""
+        return len(self._starts) - 1
+
+    def of(self, record: int) -> Matrix:
+        """The ``(chunks, dimension)`` rows of record ``record``."""
+        return self.matrix[self._starts[record] : self._starts[record + 1]]
+
+    def select(self, records: Sequence[int]) -> Vectors:
+        """The vectors of the given records only, in that order."""
+        rows = [row for r in records for row in range(self._starts[r], self._starts[r + 1])]
+        hashes = None if self.hashes is None else tuple(self.hashes[r] for r in records)
+        counts = tuple(self._starts[r + 1] - self._starts[r] for r in records)
+        return Vectors(self.model, self.matrix[rows], hashes, counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,17 +142,30 @@ def check_model(model: EmbeddingModel, state: VectorState, *, writing: bool) -> 
     raise mismatch(model, state)
 
 
-def to_blob(vector: Matrix) -> bytes:
-    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+def to_blob(vectors: Matrix) -> bytes:
+    """A record's chunk vectors (one row each) as one little-endian float32 blob."""
+    return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
 
 
 def from_blob(blob: bytes, dimension: int) -> Matrix:
-    vector = np.frombuffer(blob, dtype="<f4")
-    if vector.shape != (dimension,):
+    """The ``(chunks, dimension)`` vectors of :func:`to_blob`'s blob (a blob written before
+    chunks is one row).
+
+    Raises:
+        MemoryStoreError: ``MEMORY_BACKEND_ERROR`` for a blob that is not whole vectors.
+    """
+    vectors = np.frombuffer(blob, dtype="<f4")
+    if not len(vectors) or len(vectors) % dimension:
         raise MemoryStoreError(
             "a stored vector has the wrong dimension", code=ErrorCode.MEMORY_BACKEND_ERROR
         )
-    return vector.astype(np.float32)
+    return vectors.reshape(-1, dimension).astype(np.float32)
+
+
+def from_blobs(blobs: Sequence[bytes], dimension: int) -> tuple[Matrix, list[int]]:
+    """Records' blobs as one matrix for :meth:`VectorIndex.upsert`, and each one's rows."""
+    parts = [from_blob(blob, dimension) for blob in blobs]
+    return np.concatenate(parts), [len(part) for part in parts]
 
 
 VECTOR_THREAD = ThreadPoolExecutor(1, thread_name_prefix="ditto-vectors")
@@ -126,134 +173,6 @@ VECTOR_THREAD = ThreadPoolExecutor(1, thread_name_prefix="ditto-vectors")
 from one thread keeps those warm, where calls from several threads measured 10 ms p99 spikes
 (10,000 x 384) against under 1 ms from one. Ranking is one product at a time anyway: BLAS
 already uses every core for it."""
-
-
-class VectorIndex:
-    """Exact cosine top-k over unit vectors of one model, updated in place.
-
-    Thread-safe: a lock guards changes and searches (a search holds it for one matrix product).
-
-    The matrix is kept in column-major (Fortran) order: one vector per row as usual, but stored
-    so that each *dimension* is contiguous. OpenBLAS's product over that layout measured 8%
-    faster at 10,000 x 384 and 28-35% faster at 50,000-100,000 than over row-major rows.
-    """
-
-    def __init__(self, model: EmbeddingModel | None = None) -> None:
-        self.model = model
-        self.generation = 0
-        """The store generation this index reflects (SQL stores)."""
-        self.lock = threading.RLock()
-        self._ids: list[str] = []
-        self._rows: dict[str, int] = {}
-        width = model.dimension if model is not None else 1
-        self._matrix: Matrix = np.zeros((0, width), dtype=np.float32, order="F")
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def reset(self, model: EmbeddingModel | None) -> None:
-        with self.lock:
-            self.__init__(model)  # type: ignore[misc]
-
-    def upsert(self, ids: Sequence[str], matrix: Matrix) -> None:
-        with self.lock:
-            latest = {item_id: index for index, item_id in enumerate(ids)}  # a repeat: last wins
-            new = []
-            for item_id, index in latest.items():
-                row = self._rows.get(item_id)
-                if row is None:
-                    new.append(index)
-                else:
-                    self._matrix[row] = matrix[index]
-            if new:
-                start = len(self._ids)
-                needed = start + len(new)
-                if needed > self._matrix.shape[0]:  # grow geometrically: amortised O(1) appends
-                    grown = np.zeros(
-                        (max(needed, 2 * self._matrix.shape[0], 64), matrix.shape[1]),
-                        dtype=np.float32,
-                        order="F",
-                    )
-                    grown[:start] = self._matrix[:start]
-                    self._matrix = grown
-                for offset, index in enumerate(new):
-                    self._ids.append(ids[index])
-                    self._rows[ids[index]] = start + offset
-                self._matrix[start:needed] = matrix[new]
-
-    def remove(self, ids: Iterable[str]) -> None:
-        with self.lock:
-            for item_id in ids:
-                row = self._rows.pop(item_id, None)
-                if row is None:
-                    continue
-                last = len(self._ids) - 1
-                if row != last:  # move the last row into the hole
-                    moved = self._ids[last]
-                    self._ids[row] = moved
-                    self._rows[moved] = row
-                    self._matrix[row] = self._matrix[last]
-                self._ids.pop()
-
-    def top(self, query: Matrix, k: int) -> tuple[list[str], list[float]]:
-        """The ``k`` most similar ids (best first) and their cosine similarities; equal scores
-        rank by id, also at the cut, so every store returns the same ``k``."""
-        with self.lock:
-            count = len(self._ids)
-            if count == 0 or k <= 0:
-                return [], []
-            scores = self._matrix[:count] @ query
-            rows = _best_rows(scores, k, self._ids)
-            order = sorted(rows, key=lambda row: (-float(scores[row]), self._ids[row]))
-            return [self._ids[row] for row in order], [float(scores[row]) for row in order]
-
-
-_MAX_BLOCK = 256
-_MIN_BLOCK = 8
-
-
-def _best_rows(scores: npt.NDArray[np.float32], k: int, ids: Sequence[str]) -> list[int]:
-    """The rows of the ``k`` highest scores (in no order); ties at the cut go to the smaller id.
-
-    A full ``argpartition`` reads every score several times (about 0.1 ms per 10,000). Instead,
-    the maxima of fixed-size blocks bound the answer: the ``k`` best of those maxima are scores
-    of ``k`` different rows, so the ``k``-th best score overall is at least the ``k``-th best
-    maximum, and only the few scores at or above that bound are candidates — found in one
-    vectorised pass. Exact, whatever the data; it only gets slower (never wrong) when many
-    scores tie at the cut — sparse vectors sharing nothing with the query all score 0 — as
-    those rows are then ordered by id in Python (about 5 ms per 100,000 tied rows).
-    """
-    count = len(scores)
-    if k >= count:
-        return list(range(count))
-    candidates = _candidates(scores, k)
-    values = scores[candidates]
-    if len(candidates) == k:
-        return candidates.tolist()  # type: ignore[no-any-return]
-    cut = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
-    above: list[int] = candidates[values > cut].tolist()
-    tied: list[int] = candidates[values == cut].tolist()
-    if len(above) + len(tied) > k:
-        tied = heapq.nsmallest(k - len(above), tied, key=ids.__getitem__)
-    return above + tied
-
-
-def _candidates(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    """Rows that may be among the ``k`` best: every row scoring at least the ``k``-th best
-    block maximum (all rows when blocks would be too small to prune)."""
-    count = len(scores)
-    block = min(count // (4 * k), _MAX_BLOCK)  # at least 4 x k blocks: a tight bound
-    if block < _MIN_BLOCK:
-        return np.arange(count)
-    whole = count - count % block
-    bounds = scores[:whole].reshape(-1, block).max(axis=1)
-    if whole < count:  # the ragged tail's scores take part one by one
-        bounds = np.concatenate((bounds, scores[whole:]))
-    floor = np.partition(bounds, len(bounds) - k)[len(bounds) - k]
-    candidates = np.flatnonzero(scores >= floor)
-    # Fewer than k only if a score is NaN (vectors are checked finite on the way in): then
-    # every row is a candidate rather than an error.
-    return candidates if len(candidates) >= k else np.arange(count)
 
 
 def ranked_filtered(
@@ -324,7 +243,7 @@ def stored_rows(
             items[row].id,
             model.model_id,
             model.dimension,
-            to_blob(vectors.matrix[row]),
+            to_blob(vectors.of(row)),
             text_hash(items[row]),
             generation,
         )
@@ -344,7 +263,7 @@ def stale_rows(
 def matching_rows(
     items: Sequence[MemoryItem], hashes: Sequence[str] | None, *, skip: bool
 ) -> list[int]:
-    """Indexes of the rows whose record still has the text its vector was computed from.
+    """Indexes of the records that still have the text their vectors were computed from.
 
     Raises:
         MemoryStoreError: ``CONFLICT`` for a changed one, unless ``skip``.

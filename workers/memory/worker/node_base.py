@@ -10,8 +10,9 @@ from workers.memory.model.contracts import MemoryDraft, MemoryItem
 from workers.memory.model.records import Clock
 from workers.memory.policy.config import WritePolicy
 from workers.memory.ports import MemorySearchProvider, MemoryStore, UsageTracking
-from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
-from workers.memory.retrieval.vectors import Vectors, hash_text, vector_text
+from workers.memory.retrieval.chunking import embed_records
+from workers.memory.retrieval.embeddings.base import Embedder, model_of
+from workers.memory.retrieval.vectors import Vectors, vector_text
 from workers.memory.worker.access import AccessControl
 from workers.memory.worker.renewal import Renewal
 from workers.memory.worker.write_policy import WritePipeline
@@ -57,11 +58,12 @@ class NodeBase:
             self.hygiene.ensure_started()
 
     async def _vectors(self, records: Sequence[MemoryDraft | MemoryItem]) -> Vectors | None:
-        """The embeddings of ``records`` (``None`` without an embedder)."""
+        """The embeddings of ``records``, one per chunk of a long text (``None`` without an
+        embedder)."""
         if self.embedder is None or self.model is None:
             return None
-        texts = [vector_text(record) for record in records]
-        matrix = await embed_texts(self.embedder, texts)
         # The store checks each hash against the text it stores: a record changed by someone
         # else while this one was embedding is a CONFLICT, never a vector of the wrong text.
-        return Vectors(self.model, matrix, tuple(map(hash_text, texts)))
+        return await embed_records(
+            self.embedder, self.model, [vector_text(record) for record in records]
+        )

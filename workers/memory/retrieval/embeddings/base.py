@@ -34,6 +34,10 @@ class Embedder(Protocol):
 
     ``model_id`` names the model (and its version); ``dimension`` is the vector length. ``embed``
     returns one vector per text, in order, as a sequence of float sequences or a 2-D array.
+
+    Optional: ``window`` (an ``int``, in words) — how much of a text the model reads. A record
+    longer than that is embedded in overlapping chunks, one vector each
+    (:mod:`~workers.memory.retrieval.chunking`); without it every text is embedded whole.
     """
 
     model_id: str

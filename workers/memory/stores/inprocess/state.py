@@ -37,7 +37,7 @@ class InProcessState:
         self._audit: list[AuditEntry] = []
         self._audit_seq = 0
         self._vectors: dict[str, dict[EmbeddingModel, tuple[Matrix, str]]] = {}
-        """id -> model -> (unit vector, hash of the text it was computed from)."""
+        """id -> model -> (unit vectors, one row per chunk; hash of the text they come from)."""
         self._state = VectorState()
         self._index = VectorIndex()
 

@@ -48,9 +48,10 @@ class InProcessVectors(InProcessState):
             held = self._vectors.setdefault(items[row].id, {})
             for other in [m for m, (_, old) in held.items() if old != fingerprint]:
                 del held[other]  # another model's vector of the old text is stale
-            held[model] = (vectors.matrix[row].copy(), fingerprint)
+            held[model] = (vectors.of(row).copy(), fingerprint)
         if model == self._state.active and rows:
-            self._index.upsert([items[row].id for row in rows], vectors.matrix[rows])
+            chosen = vectors.select(rows)
+            self._index.upsert([items[row].id for row in rows], chosen.matrix, chosen.counts)
         return len(rows)
 
     async def vector_state(self) -> VectorState:
@@ -89,8 +90,7 @@ class InProcessVectors(InProcessState):
     async def put_vectors(self, ids: Sequence[str], vectors: Vectors) -> int:
         check_model(vectors.model, self._state, writing=True)
         present = [index for index, item_id in enumerate(ids) if item_id in self._items]
-        hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
-        kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+        kept = vectors.select(present)
         items = [self._items[ids[index]] for index in present]
         return self._store_vectors(kept, items, skip_changed=True)
 
@@ -108,4 +108,4 @@ class InProcessVectors(InProcessState):
         ids = list(self._vectors)
         if ids:
             rows = [self._vectors[item_id][model][0] for item_id in ids]
-            self._index.upsert(ids, np.stack(rows))
+            self._index.upsert(ids, np.concatenate(rows), [len(chunks) for chunks in rows])

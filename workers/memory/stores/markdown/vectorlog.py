@@ -11,13 +11,15 @@ the two can make a vector late, never wrong.
 
 A frame is ``kind (1 byte) | payload length (u32) | payload | crc32 of the three (u32)``,
 little endian. ``S``: the store's models (JSON: the active one and a reindex target); ``V``:
-one vector (model id, dimension, record id, text hash, float32 components); ``X``: a record's
-vectors are gone. A frame cut short by a crash, or one whose checksum fails, ends the log: it
-is cut there (what followed is lost, and reported as missing vectors). When the log holds more
-than twice as many frames as the vectors it describes, it is rewritten (temporary file and
-rename); other stores on the folder notice the new file and read it from the start. Every store
-on the folder appends holding the folder's lock, so a store catches up by reading what was
-appended since it last looked.
+a record's vectors of one model (model id, dimension, record id, text hash, then one vector of
+``dimension`` float32 components per chunk of its text — one for a short text, several for one
+longer than the embedder's window, all replaced together); ``X``: a record's vectors are gone.
+A frame cut short by a crash, or one whose checksum fails, ends the log: it is cut there (what
+followed is lost, and reported as missing vectors). When the log holds more than twice as many
+frames as the vectors it describes, it is rewritten (temporary file and rename); other stores
+on the folder notice the new file and read it from the start. Every store on the folder appends
+holding the folder's lock, so a store catches up by reading what was appended since it last
+looked.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _pair(model: EmbeddingModel | None) -> tuple[str, int] | None:
 
 
 Held = dict[EmbeddingModel, tuple[Matrix, str]]
-"""A record's vectors: model -> (unit vector, hash of the text it was computed from)."""
+"""A record's vectors: model -> (unit vectors, one row per chunk; hash of their text)."""
 
 
 class VectorLog:
@@ -159,7 +161,8 @@ class VectorLog:
             self.index.reset(active)
             ids = [item_id for item_id, held in self.held.items() if active in held]
             if active is not None and ids:
-                self.index.upsert(ids, np.stack([self.held[i][active][0] for i in ids]))
+                chunks = [self.held[i][active][0] for i in ids]
+                self.index.upsert(ids, np.concatenate(chunks), [len(rows) for rows in chunks])
         self.state = state
 
     def _hold(self, item_id: str, model: EmbeddingModel, vector: Matrix, fingerprint: str) -> None:
@@ -170,7 +173,7 @@ class VectorLog:
                 self.index.remove([item_id])
         held[model] = (vector, fingerprint)
         if model == self.state.active:
-            self.index.upsert([item_id], vector[np.newaxis, :])
+            self.index.upsert([item_id], vector, [len(vector)])
 
     def _drop(self, item_id: str) -> None:
         if self.held.pop(item_id, None) is not None:
@@ -187,18 +190,18 @@ class VectorLog:
         self,
         model: EmbeddingModel,
         ids: Sequence[str],
-        matrix: Matrix,
+        vectors: Sequence[Matrix],
         fingerprints: Sequence[str],
     ) -> None:
-        """Keep row ``i`` of ``matrix`` as the vector of ``ids[i]``, computed from the text
-        hashed ``fingerprints[i]``; the first model becomes the active one."""
+        """Keep ``vectors[i]`` (one row per chunk) as the vectors of ``ids[i]``, computed from
+        the text hashed ``fingerprints[i]``; the first model becomes the active one."""
         self.refresh()  # a log a person removed since the operation began starts afresh
         frames = []
         if self.state.active is None:
             frames.append(_state_frame(VectorState(model, self.state.target)))
         frames.extend(
-            _vector_frame(model, item_id, matrix[row], fingerprint)
-            for row, (item_id, fingerprint) in enumerate(zip(ids, fingerprints, strict=True))
+            _vector_frame(model, item_id, chunks, fingerprint)
+            for item_id, chunks, fingerprint in zip(ids, vectors, fingerprints, strict=True)
         )
         self._append(b"".join(frames))
 
@@ -285,7 +288,8 @@ def _parse_vector(payload: memoryview) -> tuple[EmbeddingModel, str, str, Matrix
     item_id = text()
     fingerprint = bytes(payload[at : at + 32]).hex()
     at += 32
-    if len(payload) - at != 4 * dimension:
+    size = len(payload) - at
+    if size <= 0 or size % (4 * dimension):
         raise ValueError("a vector frame of the wrong length")
-    vector = np.frombuffer(payload[at:], dtype="<f4").astype(np.float32)
-    return EmbeddingModel(model_id, dimension), item_id, fingerprint, vector
+    vectors = np.frombuffer(payload[at:], dtype="<f4").reshape(-1, dimension).astype(np.float32)
+    return EmbeddingModel(model_id, dimension), item_id, fingerprint, vectors

@@ -56,13 +56,14 @@ class MarkdownVectors(MarkdownBase, VectorStore):
     def _store_vectors(
         self, vectors: Vectors, items: Sequence[MemoryItem], *, skip_changed: bool = False
     ) -> int:
-        """Keep row ``i``'s vector for ``items[i]`` (a record whose text no longer matches its
-        row's hash is a ``CONFLICT``, or with ``skip_changed`` left without one)."""
+        """Keep record ``i``'s vectors for ``items[i]`` (a record whose text no longer matches
+        its hash is a ``CONFLICT``, or with ``skip_changed`` left without)."""
         rows = matching_rows(items, vectors.hashes, skip=skip_changed)
         if rows:
             log = self._folder.vectors
             ids = [items[row].id for row in rows]
-            log.put(vectors.model, ids, vectors.matrix[rows], [self._hash(items[r]) for r in rows])
+            chunks = [vectors.of(row) for row in rows]
+            log.put(vectors.model, ids, chunks, [self._hash(items[row]) for row in rows])
             log.compact_if_long(self._folder.items.keys())
         return len(rows)
 
@@ -143,8 +144,7 @@ class MarkdownVectors(MarkdownBase, VectorStore):
             check_model(vectors.model, self._folder.vectors.state, writing=True)
             items = self._folder.items
             present = [index for index, item_id in enumerate(ids) if item_id in items]
-            hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
-            kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+            kept = vectors.select(present)
             chosen = [items[ids[index]] for index in present]
             return self._store_vectors(kept, chosen, skip_changed=True)
 

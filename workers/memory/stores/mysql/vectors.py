@@ -13,8 +13,6 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
-import numpy as np
-
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.errors import conflict
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
@@ -23,7 +21,7 @@ from workers.memory.retrieval.vectors import (
     Vectors,
     VectorState,
     check_model,
-    from_blob,
+    from_blobs,
     matching_rows,
     ranked_filtered_async,
     stale_rows,
@@ -231,8 +229,7 @@ async def put_vectors(db: SqlDriver, ids: Sequence[str], vectors: Vectors) -> in
     )
     items = {item.id: item for item in map(row_to_item, rows)}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
-    hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
-    kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+    kept = vectors.select(present)
     return await store_vectors(db, kept, [items[ids[i]] for i in present], skip_changed=True)
 
 
@@ -307,8 +304,6 @@ async def _refresh(
     )
     index.remove([row[0] for row in removed])
     if rows:
-        index.upsert(
-            [row[0] for row in rows],
-            np.stack([from_blob(bytes(row[1]), active.dimension) for row in rows]),
-        )
+        matrix, counts = from_blobs([bytes(row[1]) for row in rows], active.dimension)
+        index.upsert([row[0] for row in rows], matrix, counts)
     index.generation = generation

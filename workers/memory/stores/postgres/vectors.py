@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.errors import conflict
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
@@ -24,7 +22,7 @@ from workers.memory.retrieval.vectors import (
     Vectors,
     VectorState,
     check_model,
-    from_blob,
+    from_blobs,
     matching_rows,
     ranked_filtered_async,
     stale_rows,
@@ -186,8 +184,7 @@ async def put_vectors(connection: Connection, s: str, ids: Sequence[str], vector
     )
     items = {row["id"]: row_to_item(row) for row in rows}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
-    hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
-    kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+    kept = vectors.select(present)
     items_kept = [items[ids[i]] for i in present]
     return await store_vectors(connection, s, kept, items_kept, skip_changed=True)
 
@@ -266,8 +263,6 @@ async def _refresh(
     )
     index.remove([row["id"] for row in removed])
     if rows:
-        index.upsert(
-            [row["id"] for row in rows],
-            np.stack([from_blob(bytes(row["vector"]), active.dimension) for row in rows]),
-        )
+        matrix, counts = from_blobs([bytes(row["vector"]) for row in rows], active.dimension)
+        index.upsert([row["id"] for row in rows], matrix, counts)
     index.generation = generation

@@ -290,7 +290,7 @@ class SqliteMemoryStore(
     ) -> list[tuple[MemoryItem, float]]:
         index = self._index
         now = now_from(self._clock)
-        if index.model == model and len(index) * model.dimension <= _QUICK_VECTOR_FLOATS:
+        if index.model == model and index.rows * model.dimension <= _QUICK_VECTOR_FLOATS:
             # A small index that is up to date answers in a fraction of a millisecond: here,
             # without the hop (which would cost half as much again), unless it needs more.
             quick = await self._threads.read_here(

@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.errors import conflict
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
@@ -19,7 +17,7 @@ from workers.memory.retrieval.vectors import (
     Vectors,
     VectorState,
     check_model,
-    from_blob,
+    from_blobs,
     matching_rows,
     ranked_filtered,
     stale_rows,
@@ -169,8 +167,7 @@ def put_vectors(connection: sqlite3.Connection, ids: Sequence[str], vectors: Vec
     sql = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
     items = {row[0]: row_to_item(row) for row in rows_for_ids(connection, sql, ids)}
     present = [index for index, item_id in enumerate(ids) if item_id in items]
-    hashes = None if vectors.hashes is None else tuple(vectors.hashes[i] for i in present)
-    kept = Vectors(vectors.model, vectors.matrix[present], hashes)
+    kept = vectors.select(present)
     return store_vectors(connection, kept, [items[ids[i]] for i in present], skip_changed=True)
 
 
@@ -274,6 +271,6 @@ def _refresh(
         (since, active.model_id, active.dimension),
     ).fetchall()
     if rows:
-        ids = [row[0] for row in rows]
-        index.upsert(ids, np.stack([from_blob(row[1], active.dimension) for row in rows]))
+        matrix, counts = from_blobs([row[1] for row in rows], active.dimension)
+        index.upsert([row[0] for row in rows], matrix, counts)
     index.generation = generation

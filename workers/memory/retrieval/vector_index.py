@@ -1,0 +1,248 @@
+"""The exact cosine index every store ranks vectors with: records ranked by their best chunk.
+
+A record's vectors are one row per *chunk* (:mod:`~workers.memory.retrieval.chunking`: a short
+text is one chunk, a text longer than the embedder's window several overlapping ones). The index
+holds every row with the id of the record it belongs to, and :meth:`VectorIndex.top` returns the
+``k`` best *records* — each scored by its best chunk, each once — exactly, ties by id.
+
+The ranking is one ``matrix @ query`` over unit rows (cosine = dot product), then a selection
+that block maxima narrow to a few candidate rows (:func:`_candidates`). With chunks, ``k`` block
+maxima may belong to fewer than ``k`` records, so the bound is taken again over more blocks
+until the candidates hold ``k`` records, whose best rows are found in numpy (each row carries
+its record's number; one ``lexsort`` of the candidates groups them). While every record has one
+row (short texts only) the selection is the plain per-row one, unchanged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+
+__all__ = ("VectorIndex",)
+
+
+class VectorIndex:
+    """Exact cosine top-k over unit vectors of one model, updated in place.
+
+    Thread-safe: a lock guards changes and searches (a search holds it for one matrix product).
+
+    The matrix is kept in column-major (Fortran) order: one vector per row as usual, but stored
+    so that each *dimension* is contiguous. OpenBLAS's product over that layout measured 8%
+    faster at 10,000 x 384 and 28-35% faster at 50,000-100,000 than over row-major rows.
+    """
+
+    def __init__(self, model: EmbeddingModel | None = None) -> None:
+        self.model = model
+        self.generation = 0
+        """The store generation this index reflects (SQL stores)."""
+        self.lock = threading.RLock()
+        self._ids: list[str] = []
+        """The record each row belongs to."""
+        self._rows: dict[str, int] = {}
+        """Every record; for one with a single row, that row (``_chunked`` has the others')."""
+        self._chunked: dict[str, list[int]] = {}
+        """Every row of each record that has more than one."""
+        width = model.dimension if model is not None else 1
+        self._matrix: Matrix = np.zeros((0, width), dtype=np.float32, order="F")
+        self._owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        """Each row's record as a number (numbers are never reused): rows group by it."""
+        self._serial = 0
+
+    def __len__(self) -> int:
+        """How many records the index holds."""
+        return len(self._rows)
+
+    @property
+    def rows(self) -> int:
+        """How many vectors (chunks) the index holds."""
+        return len(self._ids)
+
+    def reset(self, model: EmbeddingModel | None) -> None:
+        with self.lock:
+            self.__init__(model)  # type: ignore[misc]
+
+    def upsert(
+        self, ids: Sequence[str], matrix: Matrix, counts: Sequence[int] | None = None
+    ) -> None:
+        """Hold the vectors of ``ids``, replacing what each held before.
+
+        Args:
+            ids: The records, in order (a repeated id: the last one wins).
+            matrix: Their chunk vectors, record after record.
+            counts: How many rows of ``matrix`` each record has (``None``: one each).
+        """
+        if counts is None:
+            starts: Sequence[int] = range(len(ids))
+            sizes: Sequence[int] = [1] * len(ids)
+        else:
+            sizes = counts
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist() if counts else []
+        with self.lock:
+            latest = {item_id: index for index, item_id in enumerate(ids)}
+            new_ids: list[str] = []
+            new_sizes: list[int] = []
+            source: list[int] = []
+            for item_id, index in latest.items():
+                start, size = starts[index], sizes[index]
+                row = self._rows.get(item_id)
+                if row is not None and item_id not in self._chunked and size == 1:
+                    self._matrix[row] = matrix[start]  # the common update: in place
+                    continue
+                if row is not None:
+                    self._drop(item_id)
+                new_ids.append(item_id)
+                new_sizes.append(size)
+                source.extend(range(start, start + size))
+            if new_ids:
+                self._append(new_ids, new_sizes, matrix[source])
+
+    def _append(self, ids: list[str], sizes: list[int], block: Matrix) -> None:
+        start = len(self._ids)
+        needed = start + len(block)
+        if needed > self._matrix.shape[0]:  # grow geometrically: amortised O(1) appends
+            grown = np.zeros(
+                (max(needed, 2 * self._matrix.shape[0], 64), block.shape[1]),
+                dtype=np.float32,
+                order="F",
+            )
+            grown[:start] = self._matrix[:start]
+            self._matrix = grown
+            owners = np.zeros(grown.shape[0], dtype=np.int64)
+            owners[:start] = self._owner[:start]
+            self._owner = owners
+        row = start
+        for item_id, size in zip(ids, sizes, strict=True):
+            self._rows[item_id] = row
+            self._owner[row : row + size] = self._serial
+            self._serial += 1
+            if size > 1:
+                self._chunked[item_id] = list(range(row, row + size))
+                self._ids.extend([item_id] * size)
+            else:
+                self._ids.append(item_id)
+            row += size
+        self._matrix[start:needed] = block
+
+    def remove(self, ids: Iterable[str]) -> None:
+        with self.lock:
+            for item_id in ids:
+                if item_id in self._rows:
+                    self._drop(item_id)
+
+    def _drop(self, item_id: str) -> None:
+        rows = self._chunked.pop(item_id, None) or [self._rows[item_id]]
+        del self._rows[item_id]
+        # Highest row first: the last row is then never another row of this record.
+        for row in sorted(rows, reverse=True):
+            last = len(self._ids) - 1
+            if row != last:  # move the last row into the hole
+                moved = self._ids[last]
+                self._ids[row] = moved
+                self._matrix[row] = self._matrix[last]
+                self._owner[row] = self._owner[last]
+                held = self._chunked.get(moved)
+                if held is None:
+                    self._rows[moved] = row
+                else:
+                    held[held.index(last)] = row
+            self._ids.pop()
+
+    def top(self, query: Matrix, k: int) -> tuple[list[str], list[float]]:
+        """The ``k`` most similar records (best first) and their cosine similarities — each
+        record's best chunk; equal scores rank by id, also at the cut, so every store returns
+        the same ``k``."""
+        with self.lock:
+            count = len(self._ids)
+            if count == 0 or k <= 0:
+                return [], []
+            scores = self._matrix[:count] @ query
+            if self._chunked:
+                return self._top_records(scores, k)
+            rows = _best_rows(scores, k, self._ids.__getitem__)
+            order = sorted(rows, key=lambda row: (-float(scores[row]), self._ids[row]))
+            return [self._ids[row] for row in order], [float(scores[row]) for row in order]
+
+    def _top_records(
+        self, scores: npt.NDArray[np.float32], k: int
+    ) -> tuple[list[str], list[float]]:
+        """:meth:`top` when some record has several rows.
+
+        The candidates are every row at or above a bound (:func:`_candidates`); once they hold
+        ``k`` records, each of the ``k`` best records has its best row among them (its best
+        score is at least the ``k``-th record's, which is at least the bound), and a record
+        with any row among them has its best one there too: their maxima are exact.
+        """
+        count = len(self._ids)
+        wanted = min(k, len(self._rows))
+        blocks = k
+        while True:
+            candidates = np.arange(count) if blocks >= count else _candidates(scores, blocks)
+            # Each record's best candidate row: group the rows by record, best score first.
+            owners = self._owner[candidates]
+            order = np.lexsort((-scores[candidates], owners))
+            grouped = owners[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = grouped[1:] != grouped[:-1]
+            best = candidates[order[first]]
+            if len(best) >= wanted or len(candidates) == count:
+                break
+            blocks *= 4  # a record's chunks shared the maxima: bound over more blocks
+        rows: list[int] = best.tolist()
+        values = scores[best]
+        picked = _best_rows(values, k, lambda at: self._ids[rows[at]])
+        picked.sort(key=lambda at: (-float(values[at]), self._ids[rows[at]]))
+        return [self._ids[rows[at]] for at in picked], [float(values[at]) for at in picked]
+
+
+_MAX_BLOCK = 256
+_MIN_BLOCK = 8
+
+
+def _best_rows(scores: npt.NDArray[np.float32], k: int, id_of: Callable[[int], str]) -> list[int]:
+    """The rows of the ``k`` highest scores (in no order); ties at the cut go to the smaller id.
+
+    A full ``argpartition`` reads every score several times (about 0.1 ms per 10,000). Instead,
+    the maxima of fixed-size blocks bound the answer: the ``k`` best of those maxima are scores
+    of ``k`` different rows, so the ``k``-th best score overall is at least the ``k``-th best
+    maximum, and only the few scores at or above that bound are candidates — found in one
+    vectorised pass. Exact, whatever the data; it only gets slower (never wrong) when many
+    scores tie at the cut — sparse vectors sharing nothing with the query all score 0 — as
+    those rows are then ordered by id in Python (about 5 ms per 100,000 tied rows).
+    """
+    count = len(scores)
+    if k >= count:
+        return list(range(count))
+    candidates = _candidates(scores, k)
+    values = scores[candidates]
+    if len(candidates) == k:
+        return candidates.tolist()  # type: ignore[no-any-return]
+    cut = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
+    above: list[int] = candidates[values > cut].tolist()
+    tied: list[int] = candidates[values == cut].tolist()
+    if len(above) + len(tied) > k:
+        tied = heapq.nsmallest(k - len(above), tied, key=id_of)
+    return above + tied
+
+
+def _candidates(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    """Rows that may be among the ``k`` best: every row scoring at least the ``k``-th best
+    block maximum (all rows when blocks would be too small to prune)."""
+    count = len(scores)
+    block = min(count // (4 * k), _MAX_BLOCK)  # at least 4 x k blocks: a tight bound
+    if block < _MIN_BLOCK:
+        return np.arange(count)
+    whole = count - count % block
+    bounds = scores[:whole].reshape(-1, block).max(axis=1)
+    if whole < count:  # the ragged tail's scores take part one by one
+        bounds = np.concatenate((bounds, scores[whole:]))
+    floor = np.partition(bounds, len(bounds) - k)[len(bounds) - k]
+    candidates = np.flatnonzero(scores >= floor)
+    # Fewer than k only if a score is NaN (vectors are checked finite on the way in): then
+    # every row is a candidate rather than an error.
+    return candidates if len(candidates) >= k else np.arange(count)
