@@ -1,16 +1,47 @@
-"""Why a record waits for review, in words: the record it contests (with both trust levels) or
-what the configured safety scanner finds in it (kinds and counts, never the text it matched).
-``ditto memory review`` and the page's review queue both say it this way."""
+"""The review queue as ``ditto memory review`` and the page's review queue both show it: which
+records wait (one ``MEMORY.QUERY`` page, with the records the contested ones contradict), and
+why, in words: the record it contests (with both trust levels) or what the configured safety
+scanner finds in it (kinds and counts, never the text it matched)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ditto.app.config import Settings
     from workers.memory import MemoryItem
 
-__all__ = ("safety_kinds", "why_waiting")
+__all__ = ("PENDING", "safety_kinds", "waiting_for_review", "why_waiting")
+
+PENDING = ["contested", "quarantined"]
+"""The statuses of records that wait for a person's decision."""
+
+Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
+"""Invokes a MEMORY node (as the caller's principal) and returns its output."""
+
+
+async def waiting_for_review(
+    call: Call, namespace: str | None, limit: int, cursor: str | None
+) -> tuple[Any, dict[str, MemoryItem]]:
+    """One page of records waiting for review (``MEMORY.QUERY``'s output) and, by id, the
+    records the contested ones contradict, whatever has become of them since."""
+    filter: dict[str, Any] = {"status": PENDING, "include": PENDING, "archived": "include"}
+    if namespace is not None:
+        filter["namespace"] = namespace
+    request: dict[str, Any] = {"filter": filter, "limit": limit}
+    if cursor:
+        request["cursor"] = cursor
+    page = await call("MEMORY.QUERY", request)
+    targets = sorted({item.contests for item in page.items if item.contests})
+    if not targets:
+        return page, {}
+    everything = {
+        "ids": targets,
+        "include": ["superseded", "contested", "quarantined", "expired"],
+        "include_archived": True,
+    }
+    return page, {item.id: item for item in (await call("MEMORY.GET", everything)).items}
 
 
 def why_waiting(item: MemoryItem, target: MemoryItem | None, safety: dict[str, int]) -> str:

@@ -28,15 +28,13 @@ from ditto.app.cli.memory_common import (
     print_json,
 )
 from ditto.app.cli.output import console, errors, fail_usage, settings_or_exit
-from ditto.app.review_reasons import safety_kinds, why_waiting
+from ditto.app.review_reasons import safety_kinds, waiting_for_review, why_waiting
 
 if TYPE_CHECKING:
     from ditto.app.config import Settings
     from workers.memory import MemoryItem
 
 __all__ = ("review",)
-
-_PENDING = ["contested", "quarantined"]
 
 
 def review(
@@ -116,26 +114,8 @@ def _list(
     principal: str | None,
     as_json: bool,
 ) -> None:
-    filter: dict[str, Any] = {"status": _PENDING, "include": _PENDING, "archived": "include"}
-    if namespace is not None:
-        filter["namespace"] = namespace
-    request: dict[str, Any] = {"filter": filter, "limit": limit}
-    if cursor:
-        request["cursor"] = cursor
-
     async def work(call: NodeCall) -> tuple[Any, dict[str, MemoryItem]]:
-        page = await call("MEMORY.QUERY", request)
-        # The records the contested ones contradict, whatever has become of them since.
-        targets = sorted({item.contests for item in page.items if item.contests})
-        contested: dict[str, MemoryItem] = {}
-        if targets:
-            everything = {
-                "ids": targets,
-                "include": ["superseded", "contested", "quarantined", "expired"],
-                "include_archived": True,
-            }
-            contested = {item.id: item for item in (await call("MEMORY.GET", everything)).items}
-        return page, contested
+        return await waiting_for_review(call, namespace, limit, cursor)
 
     page, contested = on_nodes(settings, work, principal)
     found = safety_kinds(settings, page.items)

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.routing import Route
 
-from ditto.app.review_reasons import safety_kinds, why_waiting
+from ditto.app.review_reasons import safety_kinds, waiting_for_review, why_waiting
 from ditto.app.ui.render import acting, backend, page, redirect, refuse_when_viewing
 from ditto.errors import InvalidInputError
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ("routes",)
 
-_PENDING = ["contested", "quarantined"]
 _PAGE = 25
 
 
@@ -27,24 +26,12 @@ async def queue(request: Request) -> Response:
     found = backend(request)
     principal, _ = acting(request)
     namespace = request.query_params.get("namespace", "").strip()
-    filter: dict[str, Any] = {"status": _PENDING, "include": _PENDING, "archived": "include"}
-    if namespace:
-        filter["namespace"] = namespace
-    listing: dict[str, Any] = {"filter": filter, "limit": _PAGE}
+
+    async def call(node: str, payload: dict[str, Any]) -> Any:
+        return await found.call(node, payload, principal)
+
     cursor = request.query_params.get("cursor")
-    if cursor:
-        listing["cursor"] = cursor
-    waiting = await found.call("MEMORY.QUERY", listing, principal)
-    targets = sorted({item.contests for item in waiting.items if item.contests})
-    contested: dict[str, Any] = {}
-    if targets:
-        everything = {
-            "ids": targets,
-            "include": ["superseded", "contested", "quarantined", "expired"],
-            "include_archived": True,
-        }
-        got = await found.call("MEMORY.GET", everything, principal)
-        contested = {item.id: item for item in got.items}
+    waiting, contested = await waiting_for_review(call, namespace or None, _PAGE, cursor)
     kinds = safety_kinds(found.settings, waiting.items)
     rows = [
         {
