@@ -56,10 +56,7 @@ async def write_batch(
     existing: dict[tuple[str, str], list[MemoryItem]] = {}
     if keyed:
         # Concurrent writers of one key serialise here instead of failing on the unique index.
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
-            [lock_id(schema, namespace, key) for namespace, key in keyed],
-        )
+        await _lock_keys(connection, schema, keyed)
         # FOR UPDATE: a concurrent MEMORY.UPDATE of the same record must wait, not be
         # overwritten by the upsert that read the record before it.
         rows = await connection.fetch(
@@ -151,10 +148,7 @@ async def review_batch(
     )
     keyed = sorted({(row["namespace"], row["key"]) for row in rows})
     if keyed:
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
-            [lock_id(schema, namespace, key) for namespace, key in keyed],
-        )
+        await _lock_keys(connection, schema, keyed)
     rows = await connection.fetch(
         f"SELECT {columns()} FROM {records(s)} WHERE m.id = ANY($1::text[]) OR "
         "(m.status = 'active' AND (m.namespace, m.key) IN "
@@ -210,6 +204,15 @@ async def restore_batch(connection: Connection, s: str, items: Sequence[MemoryIt
                 for item in used
             ],
         )
+
+
+async def _lock_keys(connection: Connection, schema: str, keyed: Sequence[tuple[str, str]]) -> None:
+    """Take the transaction's advisory locks of ``(namespace, key)`` places, in the order
+    given (callers sort them, so two transactions never wait on each other's)."""
+    await connection.execute(
+        "SELECT pg_advisory_xact_lock(lock) FROM unnest($1::bigint[]) AS lock",
+        [lock_id(schema, namespace, key) for namespace, key in keyed],
+    )
 
 
 async def _replace(connection: Connection, s: str, item: MemoryItem) -> None:
