@@ -131,6 +131,9 @@ class WriteRules:
     repeat that record (see :func:`~workers.memory.model.merges.plan_merges`)."""
     merged: dict[str, MemoryItem] = field(default_factory=dict)
     """Record id -> the record as a merge left it (filled by the store's planning)."""
+    retired: dict[str, MemoryItem] = field(default_factory=dict)
+    """Record id -> a record a draft superseded, as the write left it (filled by the store's
+    planning)."""
 
     def rank(self, trust: str | None) -> int:
         return self.ranks.get(trust or self.default_trust or "", -1)
@@ -204,12 +207,12 @@ def plan_writes(
             (unless the draft is in ``rules.supersede``).
     """
     steps: list[WriteStep] = []
+    if rules is not None:
+        rules.retired.clear()  # a store planning a batch again (a failed group commit)
     for position, draft in enumerate(drafts):
         if draft.key is None and rules is not None and position in rules.contradicts:
-            # A record an earlier draft of the batch retired is not retired twice.
-            retired = {step.retired.id for step in steps if step.retired is not None}
-            step = _plan_contradiction(position, draft, targets or {}, now, guard, rules, retired)
-            rules.decided[position] = (step.action, _related(step))
+            step = _plan_contradiction(position, draft, targets or {}, now, guard, rules)
+            _decided(rules, position, step)
             steps.append(step)
             continue
         sharing = existing.get((draft.namespace, draft.key), ()) if draft.key is not None else ()
@@ -218,9 +221,15 @@ def plan_writes(
             guard.check_write(stored, draft)  # replays too: they return the stored record
         step = _plan_one(position, draft, mode, stored, sharing, now, rules)
         if rules is not None:
-            rules.decided[position] = (step.action, _related(step))
+            _decided(rules, position, step)
         steps.append(step)
     return steps
+
+
+def _decided(rules: WriteRules, position: int, step: WriteStep) -> None:
+    rules.decided[position] = (step.action, _related(step))
+    if step.retired is not None:
+        rules.retired[step.retired.id] = step.retired
 
 
 def history_of(steps: Iterable[WriteStep]) -> list[HistoryEntry]:
@@ -306,14 +315,13 @@ def _plan_contradiction(
     now: datetime,
     guard: WriteGuard | None,
     rules: WriteRules,
-    retired: set[str],
 ) -> WriteStep:
     """A keyless draft the contradiction stage matched to a keyless record by content."""
     record_id, version = rules.contradicts[position]
     stored = targets.get(record_id)
     if (
         stored is not None
-        and record_id not in retired
+        and record_id not in rules.retired  # an earlier draft of the batch retired it
         and stored.version == version
         and stored.key is None
         and stored.namespace == draft.namespace

@@ -11,6 +11,7 @@ port               what it adds                                               us
 ``HistoryLog``     every change of every record                               ``memory history``
 ``AuditLog``       append-only access decisions, audit retention              ``audit=True``
 ``RecordImport``   records stored exactly as exported                         ``memory import``
+``ChangeFeed``     which records changed since a point, a few columns each    the dedupe stage
 =================  =========================================================  ==================
 
 Retention needs nothing beyond the core: it archives and purges through ``update`` and
@@ -20,6 +21,7 @@ the audit log where the store has one). :func:`capabilities` says what a store o
 
 from workers.memory.ports.audit import AuditEvent, AuditLog
 from workers.memory.ports.capabilities import CAPABILITIES, capabilities, require
+from workers.memory.ports.changes import ChangedRecord, ChangeFeed
 from workers.memory.ports.history import HistoryLog, RecordImport
 from workers.memory.ports.search import KeywordSearch, MemorySearchProvider
 from workers.memory.ports.store import MemoryStore, QueryPosition, UsageTracking
@@ -29,6 +31,8 @@ __all__ = (
     "CAPABILITIES",
     "AuditEvent",
     "AuditLog",
+    "ChangeFeed",
+    "ChangedRecord",
     "HistoryLog",
     "KeywordSearch",
     "MemorySearchProvider",

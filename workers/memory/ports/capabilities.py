@@ -7,6 +7,7 @@ from typing import TypeVar
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.ports.audit import AuditLog
+from workers.memory.ports.changes import ChangeFeed
 from workers.memory.ports.history import HistoryLog, RecordImport
 from workers.memory.ports.search import KeywordSearch
 from workers.memory.ports.store import MemoryStore, UsageTracking
@@ -23,6 +24,7 @@ CAPABILITIES: dict[str, type] = {
     "history": HistoryLog,
     "audit log": AuditLog,
     "import": RecordImport,
+    "change feed": ChangeFeed,
 }
 """Each optional capability by the name the CLI and the README use."""
 

@@ -308,6 +308,7 @@ class WritePipeline:
             if action != "keep" and position in prepared.prints:
                 learned.append((item, prepared.prints[position]))
         self.duplicates.learn(learned)
+        self.duplicates.settle([*rules.merged.values(), *rules.retired.values()])
         for position, item in prepared.duplicates.items():
             reported[position] = WriteOutcome(
                 ["deduplicated"], duplicate_of=item.id, safety=prepared.found.get(position, {})

@@ -12,7 +12,15 @@ from workers.memory.ports import CAPABILITIES, capabilities
 
 pytestmark = pytest.mark.anyio
 
-EVERY_CAPABILITY = ["usage", "keyword search", "vectors", "history", "audit log", "import"]
+EVERY_CAPABILITY = [
+    "usage",
+    "keyword search",
+    "vectors",
+    "history",
+    "audit log",
+    "import",
+    "change feed",
+]
 """The names the CLI and the README use, in their order."""
 
 
@@ -34,6 +42,11 @@ async def test_every_built_in_store_offers_every_capability(open_store: OpenStor
 
 
 @pytest.mark.parametrize("store_kind", ["markdown"])
-async def test_the_markdown_store_offers_every_capability_but_usage(open_store: OpenStore) -> None:
-    # Usage counters would rewrite a person's files on every search.
-    assert capabilities(await open_store()) == [c for c in EVERY_CAPABILITY if c != "usage"]
+async def test_the_markdown_store_offers_every_capability_but_usage_and_a_change_feed(
+    open_store: OpenStore,
+) -> None:
+    # Usage counters would rewrite a person's files on every search. Without a change feed the
+    # dedupe stage reads changes as whole records, the path every store supports.
+    assert capabilities(await open_store()) == [
+        c for c in EVERY_CAPABILITY if c not in ("usage", "change feed")
+    ]

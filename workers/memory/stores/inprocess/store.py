@@ -31,7 +31,7 @@ from workers.memory.model.planning import (
     history_of,
     plan_writes,
 )
-from workers.memory.model.records import now_from, order_key
+from workers.memory.model.records import now_from, order_key, to_micros
 from workers.memory.model.review_plan import (
     ReviewGuard,
     keys_to_review,
@@ -41,6 +41,8 @@ from workers.memory.model.review_plan import (
 from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
+    ChangedRecord,
+    ChangeFeed,
     HistoryLog,
     KeywordSearch,
     MemoryStore,
@@ -72,6 +74,7 @@ class InProcessMemoryStore(
     HistoryLog,
     AuditLog,
     RecordImport,
+    ChangeFeed,
 ):
     """Memory records in this process only: gone when it exits.
 
@@ -109,6 +112,18 @@ class InProcessMemoryStore(
             else:
                 ranked = [row for row in ranked if (row[0], row[1]) > after]
         return [clone(row[2]) for row in ranked[:limit]]
+
+    async def changes_after(self, after: QueryPosition, limit: int) -> list[ChangedRecord]:
+        # A test double: a pass over every record (a real store reads an index range).
+        changed = sorted(
+            (
+                ChangedRecord(item.id, item.namespace, item.version, to_micros(item.updated_at))
+                for item in self._items.values()
+                if (to_micros(item.updated_at), item.id) > after
+            ),
+            key=lambda change: (change.updated_micros, change.id),
+        )
+        return changed[:limit]
 
     async def count(self, filter: MemoryFilter) -> int:
         now = now_from(self._clock)

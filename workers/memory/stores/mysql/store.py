@@ -45,6 +45,8 @@ from workers.memory.model.review_plan import ReviewGuard
 from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
+    ChangedRecord,
+    ChangeFeed,
     HistoryLog,
     KeywordSearch,
     MemoryStore,
@@ -95,6 +97,7 @@ class MysqlMemoryStore(
     HistoryLog,
     AuditLog,
     RecordImport,
+    ChangeFeed,
 ):
     """Memory records in MySQL or MariaDB.
 
@@ -152,6 +155,16 @@ class MysqlMemoryStore(
         async with mysql_errors():
             rows = await fetch(driver, sql, [*params.values, limit])
         return [row_to_item(row) for row in rows]
+
+    async def changes_after(self, after: QueryPosition, limit: int) -> list[ChangedRecord]:
+        driver = await self._ready()
+        sql = (
+            "SELECT `id`, `namespace`, `version`, `updated_at` FROM memories "
+            "WHERE (`updated_at`, `id`) > (?, ?) ORDER BY `updated_at`, `id` LIMIT ?"
+        )
+        async with mysql_errors():
+            rows = await fetch(driver, sql, [*after, limit])
+        return [ChangedRecord(*row) for row in rows]
 
     async def count(self, filter: MemoryFilter) -> int:
         driver = await self._ready()

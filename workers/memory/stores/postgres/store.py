@@ -34,6 +34,7 @@ from workers.memory.model.review_plan import ReviewGuard
 from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditLog,
+    ChangeFeed,
     HistoryLog,
     KeywordSearch,
     MemoryStore,
@@ -73,6 +74,7 @@ class PostgresMemoryStore(
     HistoryLog,
     AuditLog,
     RecordImport,
+    ChangeFeed,
 ):
     """Memory records in PostgreSQL.
 

@@ -13,7 +13,7 @@ from workers.memory.model.contracts import (
     SearchInput,
 )
 from workers.memory.model.records import now_from
-from workers.memory.ports import QueryPosition
+from workers.memory.ports import ChangedRecord, QueryPosition
 from workers.memory.retrieval.keyword import explained, keyword_request
 from workers.memory.stores.postgres.errors import postgres_errors
 from workers.memory.stores.postgres.search import keyword_search
@@ -67,6 +67,16 @@ class PostgresReads(PostgresStoreBase):
         async with postgres_errors():
             rows = await pool.fetch(sql, *params.values)
         return [row_to_item(row) for row in rows]
+
+    async def changes_after(self, after: QueryPosition, limit: int) -> list[ChangedRecord]:
+        pool = await self._ready()
+        sql = (
+            f"SELECT id, namespace, version, updated_at FROM {self._s}.memories "
+            "WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3"
+        )
+        async with postgres_errors():
+            rows = await pool.fetch(sql, after[0], after[1], limit)
+        return [ChangedRecord(*row) for row in rows]
 
     async def count(self, filter: MemoryFilter) -> int:
         pool = await self._ready()

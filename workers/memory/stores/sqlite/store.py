@@ -42,6 +42,8 @@ from workers.memory.model.reviews import ReviewDecision
 from workers.memory.ports import (
     AuditEvent,
     AuditLog,
+    ChangedRecord,
+    ChangeFeed,
     HistoryLog,
     KeywordSearch,
     MemoryStore,
@@ -80,10 +82,24 @@ the calling thread: one matrix-vector product of ~0.3 ms, less than two thread s
 
 _POINT_READ = 32
 """A GET of at most this many ids and keys reads on the calling thread (``read_here``)."""
+_FEED_HERE = 256
+"""A page of the change feed of at most this many records reads on the calling thread: one
+range of the ``updated_at`` index, four narrow columns a record."""
+_CHANGES = (
+    "SELECT id, namespace, version, updated_at FROM memories "
+    "WHERE (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?"
+)
 
 
 class SqliteMemoryStore(
-    MemoryStore, UsageTracking, KeywordSearch, VectorStore, HistoryLog, AuditLog, RecordImport
+    MemoryStore,
+    UsageTracking,
+    KeywordSearch,
+    VectorStore,
+    HistoryLog,
+    AuditLog,
+    RecordImport,
+    ChangeFeed,
 ):
     """Memory records in one SQLite file.
 
@@ -195,6 +211,14 @@ class SqliteMemoryStore(
             [*params, limit],
         )
         return [row_to_item(row) for row in rows]
+
+    async def changes_after(self, after: QueryPosition, limit: int) -> list[ChangedRecord]:
+        read = self._threads.read_here if limit <= _FEED_HERE else self._threads.read
+        return await read(self._changes_after, after, limit)
+
+    def _changes_after(self, after: QueryPosition, limit: int) -> list[ChangedRecord]:
+        rows = self._threads.connection().execute(_CHANGES, (*after, limit))
+        return list(map(ChangedRecord._make, rows))
 
     async def count(self, filter: MemoryFilter) -> int:
         return await self._threads.read(self._count, filter, now_from(self._clock))
