@@ -203,8 +203,9 @@ class Duplicates:
             spaces[namespace].learn(records)
 
     def settle(self, changed: Iterable[MemoryItem]) -> None:
-        """Hold the stored records a write changed besides its drafts' own: those it merged
-        sources into (the same text, a new version) and those it superseded."""
+        """Hold other records a write stored as they now stand: its drafts that were not
+        matched (keyed, quarantined), the records it merged sources into (the same text, a
+        new version) and those it superseded."""
         for item in changed:
             space = self._sync.spaces.get(item.namespace)
             if space is not None:

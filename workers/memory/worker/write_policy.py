@@ -281,6 +281,7 @@ class WritePipeline:
         }
         reported: dict[int, WriteOutcome] = {}
         learned: list[tuple[MemoryItem, tuple[str, Signature]]] = []
+        settled: list[MemoryItem] = []
         for index, (position, item) in enumerate(zip(prepared.written, written, strict=True)):
             items[position] = item
             action, related = rules.decided.get(index, ("insert", None))
@@ -307,8 +308,10 @@ class WritePipeline:
             )
             if action != "keep" and position in prepared.prints:
                 learned.append((item, prepared.prints[position]))
+            elif action != "keep":  # keyed or quarantined: the index holds it as it stands
+                settled.append(item)
         self.duplicates.learn(learned)
-        self.duplicates.settle([*rules.merged.values(), *rules.retired.values()])
+        self.duplicates.settle([*settled, *rules.merged.values(), *rules.retired.values()])
         for position, item in prepared.duplicates.items():
             reported[position] = WriteOutcome(
                 ["deduplicated"], duplicate_of=item.id, safety=prepared.found.get(position, {})
