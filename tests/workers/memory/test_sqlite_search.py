@@ -16,9 +16,10 @@ from ditto import Ditto, create_ditto
 from tests.workers.memory.conftest import TickingClock
 from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.retrieval.keyword import bm25, calibrated
+from workers.memory.stores.sqlite import topk
 from workers.memory.stores.sqlite.bm25 import read_statistics
 from workers.memory.stores.sqlite.search import KeywordPlanner
-from workers.memory.stores.sqlite.sql import connect
+from workers.memory.stores.sqlite.sql import connect, match_expression
 from workers.memory.stores.sqlite.topk import top_k
 
 pytestmark = pytest.mark.anyio
@@ -75,6 +76,17 @@ def assert_same_ranking(got: list[tuple[str, float]], expected: list[tuple[str, 
             assert score == pytest.approx(exact[id], rel=1e-9)
 
 
+def fts5_ranking(connection: Any, words: Sequence[str], keep: Any) -> list[tuple[int, float]]:
+    """FTS5's own ranking of the whole query, filtered: ``(rowid, -bm25())`` best first."""
+    ranked = connection.execute(
+        "SELECT rowid, -bm25(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? "
+        "ORDER BY bm25(memory_fts), rowid",
+        (match_expression(words),),
+    ).fetchall()
+    kept = set(keep([doc for doc, _ in ranked]))
+    return [(doc, score) for doc, score in ranked if doc in kept]
+
+
 async def test_an_old_record_with_the_best_score_comes_first_among_many_newer_ones(
     runtime: Ditto,
 ) -> None:
@@ -126,9 +138,15 @@ async def test_the_filter_applies_before_the_limit(runtime: Ditto) -> None:
         assert_same_ranking(got, reference(query, texts, among=mine))
 
 
-async def test_pruning_alone_finds_the_exact_top_k(runtime: Ditto, tmp_path: Path) -> None:
+@pytest.mark.parametrize("holding_at_once", [topk._HOLDING_AT_ONCE, 0])
+async def test_pruning_alone_finds_the_exact_top_k(
+    runtime: Ditto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding_at_once: int
+) -> None:
     """``topk.top_k`` made to prune every query (a small store would rather let FTS5 rank):
-    the same records and scores as the reference, with and without a filter."""
+    the same records and scores as the reference, with and without a filter — whether the rows
+    holding a frequent word are counted again all at once or as the scan meets them — and
+    FTS5's own ``-bm25()`` of the whole query to the last bit."""
+    monkeypatch.setattr(topk, "_HOLDING_AT_ONCE", holding_at_once)
     generator = random.Random(17)
     weights = [1 / (rank + 1) ** 1.3 for rank in range(len(VOCABULARY))]
     records = [
@@ -167,6 +185,7 @@ async def test_pruning_alone_finds_the_exact_top_k(runtime: Ditto, tmp_path: Pat
 
                 best = top_k(connection, words, terms, statistics, 10, keep, pays=1.0)
                 assert best is not None
+                assert best == fts5_ranking(connection, words, keep)[: len(best)]
                 got = sorted(
                     ((rows[doc], calibrated(score, ideal)) for doc, score in best),
                     key=lambda pair: (-pair[1], pair[0]),

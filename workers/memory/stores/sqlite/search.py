@@ -7,9 +7,9 @@ candidates before the limit. Scores are FTS5's ``-bm25()`` on the calibrated sca
 (``retrieval.keyword.calibrated``), as the PostgreSQL store reports them.
 
 FTS5's own ``ORDER BY bm25()`` over every match ranks the rest, exactly too: queries where
-pruning would read more than a third of the postings anyway (``topk.top_k`` says when; in small
-stores it is the faster plan), and queries with a word FTS5 splits into several terms (unicode61
-and the query splitter disagree on a few characters), a phrase whose frequency only FTS5 counts.
+pruning would score half of the postings anyway (``topk.PAYS``; ``topk.top_k`` says when), and
+queries with a word FTS5 splits into several terms (unicode61 and the query splitter disagree on
+a few characters), a phrase whose frequency only FTS5 counts.
 """
 
 from __future__ import annotations
