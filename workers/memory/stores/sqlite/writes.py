@@ -60,12 +60,16 @@ BY_ID = f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({{marks}})"
 BY_KEY = f"SELECT {COLUMNS} FROM memories m WHERE m.key IN ({{marks}}) AND m.namespace = ?"
 _INSERT = f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join('?' * len(ROW_FIELDS))})"
 _INSERT_FTS = "INSERT INTO memory_fts(rowid, key, summary, body) VALUES (?, ?, ?, ?)"
+# No RETURNING: it makes each UPDATE open a statement savepoint, and FTS5, once written in
+# the transaction, flushes the index data it holds back at every savepoint.
 _REPLACE = (
     "UPDATE memories SET content = ?, summary = ?, category = ?, tags = ?, metadata = ?, "
     "source = ?, updated_at = ?, version = ?, pinned = ?, archived_at = ?, owner = ?, "
     "visibility = ?, trust = ?, principal = ?, status = ?, valid_from = ?, valid_to = ?, "
-    "expires_at = ?, supersedes = ?, contests = ?, sources = ? WHERE id = ? RETURNING seq"
+    "expires_at = ?, supersedes = ?, contests = ?, sources = ? WHERE id = ?"
 )
+_SEQS = "SELECT id, seq FROM memories WHERE id IN ({marks})"
+_DELETE_FTS = "DELETE FROM memory_fts WHERE rowid = ?"
 
 
 def write_batch(
@@ -93,9 +97,10 @@ def write_batch(
         targets = {item.id: item for item in map(row_to_item, rows)}
     steps = plan_writes(drafts, mode, existing, now, guard, rules, targets)
     merges = plan_merges(targets, rules, steps, now, guard) if rules is not None else []
-    for step in steps:
-        if step.retired is not None:  # before the insert: it gives the key up
-            _replace(connection, step.retired)
+    stored = {item.id: item for records in existing.values() for item in records}
+    stored.update(targets)
+    # Retired records first: each gives its key up before an insert takes it.
+    _store_over(connection, [step.retired for step in steps if step.retired is not None], stored)
     inserts = [step.item for step in steps if step.action in NEW_RECORD]
     if inserts:
         connection.executemany(_INSERT, [item_row(item) for item in inserts])
@@ -107,9 +112,8 @@ def write_batch(
             _INSERT_FTS,
             [(start + offset, *fts_row(item)) for offset, item in enumerate(inserts)],
         )
-    for step in [*steps, *merges]:
-        if step.action in ("replace", "merge"):
-            _replace(connection, step.item)
+    over = [step.item for step in [*steps, *merges] if step.action in ("replace", "merge")]
+    _store_over(connection, over, stored)
     logs.append_history(connection, history_of([*steps, *merges]))
     if vectors is not None:
         sqlite_vectors.store_vectors(connection, vectors, [step.item for step in steps])
@@ -126,9 +130,9 @@ def update_batch(
     needed = any(map(changes_text, patches))
     sqlite_vectors.require_vectors(connection, vectors, needed=needed)
     rows = rows_for_ids(connection, BY_ID, [patch.id for patch in patches])
-    steps = plan_updates(patches, {row[0]: row_to_item(row) for row in rows}, now, guard)
-    for step in steps:
-        _replace(connection, step.item)
+    stored = {row[0]: row_to_item(row) for row in rows}
+    steps = plan_updates(patches, stored, now, guard)
+    _store_over(connection, [step.item for step in steps], stored)
     logs.append_history(connection, [step.entry for step in steps])
     updated = [step.item for step in steps]
     if vectors is not None:
@@ -181,13 +185,13 @@ def review_batch(
             if item.status == "active":
                 holders[(namespace, key)] = item
     steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
-    for step in steps:
-        if step.retired is not None:
-            _replace(connection, step.retired)
+    current = {**stored, **{holder.id: holder for holder in holders.values()}}
+    _store_over(connection, [step.retired for step in steps if step.retired is not None], current)
+    accepted = [step.item for step in steps if step.decision == "accept"]
+    _store_over(connection, accepted, current)
     rejected: list[str] = []
     for step in steps:
         if step.decision == "accept":
-            _replace(connection, step.item)
             continue
         (seq,) = connection.execute(
             "DELETE FROM memories WHERE id = ? RETURNING seq", (step.item.id,)
@@ -199,14 +203,42 @@ def review_batch(
     return [step.item for step in steps]
 
 
-def _replace(connection: sqlite3.Connection, item: MemoryItem) -> None:
-    """Overwrite a stored record's fields (same id) and its keyword index entry."""
-    row: tuple[Any, ...] = item_row(item)
-    (seq,) = connection.execute(
-        _REPLACE, (*row[3:9], row[10], row[11], *row[14:], item.id)
-    ).fetchone()
-    connection.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
-    connection.execute(_INSERT_FTS, (seq, *fts_row(item)))
+def _store_over(
+    connection: sqlite3.Connection, items: list[MemoryItem], stored: dict[str, MemoryItem]
+) -> None:
+    """Overwrite stored records' fields (same ids), in order, and rewrite the keyword index
+    entry of each whose indexed text changed. ``stored`` holds the records as this transaction
+    has them (their index entries match it): a retired, merged or reviewed record keeps its
+    text, so it costs one UPDATE and no index work. ``stored`` is brought up to date."""
+    if not items:
+        return
+    connection.executemany(_REPLACE, [_replace_values(item) for item in items])
+    latest = {item.id: item for item in items}  # the last change of a record is what stays
+    changed = [
+        item
+        for item in latest.values()
+        if (before := stored.get(item.id)) is None or not _same_text(before, item)
+    ]
+    stored.update(latest)
+    if not changed:
+        return
+    seqs = dict(rows_for_ids(connection, _SEQS, [item.id for item in changed]))
+    connection.executemany(_DELETE_FTS, [(seqs[item.id],) for item in changed])
+    connection.executemany(_INSERT_FTS, [(seqs[item.id], *fts_row(item)) for item in changed])
+
+
+def _replace_values(item: MemoryItem) -> tuple[Any, ...]:
+    """Parameters of ``_REPLACE``: every column but ``id``, ``namespace``, ``key``,
+    ``created_at`` and the usage counters (which a record keeps), then the id."""
+    row = item_row(item)
+    return (*row[3:9], row[10], row[11], *row[14:], item.id)
+
+
+def _same_text(before: MemoryItem, after: MemoryItem) -> bool:
+    """Whether the keyword index entry of ``before`` is also that of ``after``."""
+    if before.content is after.content:  # a retired or merged record: the same object
+        return before.key == after.key and before.summary == after.summary
+    return fts_row(before) == fts_row(after)
 
 
 def restore_batch(connection: sqlite3.Connection, items: list[MemoryItem]) -> int:
