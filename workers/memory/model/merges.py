@@ -44,18 +44,20 @@ def plan_merges(
     such record as it stands after the write.
 
     A record that changed since the dedupe stage read it (another version), is no longer live,
-    is retired by this write or is refused by ``guard`` takes no sources: they were stated
-    about what it said then. One whose sources already hold them all is left as it is.
+    is retired or replaced by this write or is refused by ``guard`` takes no sources: they
+    were stated about what it said then (and a merge built on the version it replaces would
+    undo the replacement). One whose sources already hold them all is left as it is.
     """
     rules.merged.clear()  # a store planning a batch again (a failed group commit) starts over
-    retired = {step.retired.id for step in steps if step.retired is not None}
+    changed = {step.retired.id for step in steps if step.retired is not None}
+    changed.update(step.item.id for step in steps if step.action == "replace")
     merges: list[WriteStep] = []
     for record_id, (version, sources) in sorted(rules.merges.items()):
         stored = targets.get(record_id)
         if (
             stored is None
             or stored.version != version
-            or record_id in retired
+            or record_id in changed
             or not is_live(stored, now)
             or not _may_change(guard, stored)
         ):

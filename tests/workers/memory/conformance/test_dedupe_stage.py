@@ -20,6 +20,7 @@ from workers.memory import (
     create_memory_worker,
 )
 from workers.memory.model.merges import MAX_SOURCES
+from workers.memory.model.planning import WriteRules
 from workers.memory.policy.config import StageMode, StageModes, WritePolicy
 from workers.memory.ports import HistoryLog, UsageTracking
 
@@ -221,3 +222,29 @@ async def test_sources_keep_only_the_newest(deduping: MemoryHarness) -> None:
     (stored,) = await deduping.all_records()
     assert stored.source == "s0"
     assert stored.sources == [f"s{n}" for n in range(60 - MAX_SOURCES + 1, 61)]
+
+
+async def test_a_record_replaced_in_the_same_write_takes_no_sources(
+    deduping: MemoryHarness,
+) -> None:
+    """A store asked in one write to replace a record through its key and to merge sources
+    into it (planned on its old text): the sources were stated about what it said before, so
+    they are not added — and the replacement is never lost under a merge of the old version.
+    (The worker never plans both: an upsert names a key for every draft, and dedupe matches
+    keyless ones; a store must still be safe when asked.)"""
+    store = deduping.store
+    old = MemoryDraft(content="The stork eats frogs.", key="stork", source="chat:1")
+    (original,) = await store.write([old], "create")
+    new = MemoryDraft(content="The stork eats fish.", key="stork", source="chat:1")
+    rules = WriteRules(merges={original.id: (original.version, ["chat:2"])})
+    (written,) = await store.write([new], "upsert", None, None, rules)
+    (stored,) = await store.get([original.id], [], "default")
+    assert stored == written
+    assert (stored.content, stored.sources, stored.version) == ("The stork eats fish.", [], 2)
+    assert original.id not in rules.merged
+    if isinstance(store, HistoryLog):
+        history = await store.history(original.id)
+        assert [(entry.change, entry.version) for entry in history] == [
+            ("create", 1),
+            ("upsert", 2),
+        ]
