@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from workers.memory import MemoryDraft
-from workers.memory.model.contracts import WriteInput
+from workers.memory.model.contracts import GetInput, SearchInput, WriteInput
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.validation import MAX_DEPTH, check_input
 
@@ -102,3 +102,12 @@ def test_batches_refuse_exactly_what_their_drafts_refuse() -> None:
         assert (message is None) == (not refused_alone)
         if message is not None:
             assert any(f"memories[{position}]" in message for position in refused_alone)
+
+
+def test_declared_flags_and_literals_are_still_checked_by_value() -> None:
+    """A Struct built in Python is not converted: a flag or a literal field may hold anything,
+    and the walk looks at the value, not only at the declared type."""
+    assert _refusal(GetInput(ids=["a"], include=["superseded"], include_archived=True)) is None
+    assert _refusal(GetInput(ids=["a"], include_archived=math.nan)) is not None  # type: ignore[arg-type]
+    assert _refusal(GetInput(ids=["a"], include=["bad\x00"])) is not None  # type: ignore[list-item]
+    assert _refusal(SearchInput(query="q", limit=math.inf)) is not None  # type: ignore[arg-type]

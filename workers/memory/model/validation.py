@@ -148,6 +148,8 @@ def _gather(
             child = getattr(value, name)
             if shape is _TEXT and type(child) is str:
                 (free if nul_ok or name in free_text else strict).append(child)
+            elif shape is _SCALAR and _scalar(child):
+                continue
             elif shape is _TEXTS and type(child) is list:
                 texts = free if nul_ok or name in free_text else strict
                 texts.extend(child)
@@ -190,6 +192,8 @@ def _gather_structs(
             if all(type(text) is str for text in flat):
                 texts += flat
                 continue
+        elif shape is _SCALAR and all(map(_scalar, values)):
+            continue
         for child in values:
             if child is None or child is msgspec.UNSET or isinstance(child, datetime):
                 continue
@@ -198,30 +202,44 @@ def _gather_structs(
     return True
 
 
-_TEXT, _TEXTS, _OTHER = "text", "texts", "other"
+_TEXT, _TEXTS, _SCALAR, _OTHER = "text", "texts", "scalar", "other"
 
 
 @functools.cache
 def _shapes(kind: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
-    """Each field of a Struct type with the shape its type declares: text, a list of texts, or
-    anything else. Declared, not guaranteed (a Struct built in Python is not converted), so
-    the walk still looks at each value's type; the shape only spares it a recursion."""
+    """Each field of a Struct type with the shape its type declares: text, a list of texts, a
+    number or flag, or anything else. Declared, not guaranteed (a Struct built in Python is
+    not converted), so the walk still looks at each value's type; the shape only spares it a
+    recursion."""
     shapes = []
     for field in msgspec.inspect.type_info(kind).fields:  # type: ignore[attr-defined]
         declared = field.type
         options = declared.types if isinstance(declared, msgspec.inspect.UnionType) else (declared,)
         shape = _OTHER
-        if all(
-            isinstance(option, msgspec.inspect.StrType | msgspec.inspect.NoneType)
-            for option in options
-        ):
+        if all(map(_textual, options)):
             shape = _TEXT
-        elif isinstance(declared, msgspec.inspect.ListType) and isinstance(
-            declared.item_type, msgspec.inspect.StrType
-        ):
+        elif isinstance(declared, msgspec.inspect.ListType) and _textual(declared.item_type):
             shape = _TEXTS
+        elif all(isinstance(option, _SCALARS) for option in options):
+            shape = _SCALAR
         shapes.append((field.name, shape))
     return tuple(shapes)
+
+
+_SCALARS = msgspec.inspect.BoolType | msgspec.inspect.IntType | msgspec.inspect.NoneType
+
+
+def _textual(declared: msgspec.inspect.Type) -> bool:
+    """Whether a value of this type is a text (or ``None``): a string, or a literal of strings."""
+    if isinstance(declared, msgspec.inspect.LiteralType):
+        return all(type(value) is str for value in declared.values)
+    return isinstance(declared, msgspec.inspect.StrType | msgspec.inspect.NoneType)
+
+
+def _scalar(value: Any) -> bool:
+    """A value the walk has nothing to check in: no text, no float, no nesting."""
+    kind = type(value)
+    return value is None or kind is bool or kind is int
 
 
 def check_record(record: MemoryItem | HistoryEntry) -> None:
