@@ -8,7 +8,8 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
 
 1. Equal normalised text, or the same terms in nearly the same order
    (:func:`.similarity.is_near_duplicate`): ``duplicate``.
-2. Align the canonical terms (:mod:`.text_norm`) with ``difflib.SequenceMatcher``. Fewer than
+2. Align the canonical terms (:mod:`.text_norm`) as ``difflib.SequenceMatcher`` does
+   (:mod:`.align`, the same blocks at a fraction of the cost). Fewer than
    :data:`MIN_SHARED` aligned terms, or aligned terms below :data:`MIN_OVERLAP` of the longer
    text (unless all of the shorter one aligned): ``unrelated`` (not the same subject).
 3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
@@ -31,11 +32,12 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from enum import StrEnum
+from functools import lru_cache
 from typing import NamedTuple
 
-from .similarity import is_near_duplicate, same_terms
+from .align import matching_blocks
+from .similarity import is_near_duplicate
 from .text_norm import TermKind, kind, terms_and_words
 
 __all__ = (
@@ -99,16 +101,59 @@ _SHORT_PRODUCT = 400
 # A tuple, not a set: membership is then three identity tests in C, where a set would call
 # the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
 _CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
+_CACHED = 500
+"""Texts up to this long keep their :class:`_Text` in a cache of 8192 (a few KB each)."""
 
 
-def _negated(found: Sequence[str]) -> bool:
-    return _has(found, TermKind.NEGATION)
+class _Text(NamedTuple):
+    """What the rules read of one text, worked out once: a write compares an incoming text
+    with several stored ones, and a stored text meets many incoming ones."""
+
+    terms: tuple[str, ...]
+    words: tuple[str, ...]
+    """The normalised token of each term, position by position."""
+    kinds: tuple[TermKind, ...]
+    """The kind of each term, position by position."""
+    anchors: tuple[bool, ...]
+    """Whether each term anchors a subject: a content term, not a possessive ("Ines's"
+    names whose brother or sister follows)."""
+    distinct: frozenset[str]
+    repeats: bool
+    """Some term occurs twice (then :func:`_common` must count, not intersect sets)."""
+    ordered: tuple[str, ...]
+    """The terms sorted: two texts hold the same terms when these are equal."""
+    negated: bool
 
 
-def _has(found: Sequence[str], *kinds: TermKind) -> bool:
-    # A plain loop, not any(): a generator per call costs more than the few terms it reads.
-    for t in found:  # noqa: SIM110
-        if kind(t) in kinds:
+def _text(text: str) -> _Text:
+    return _analysed(text) if len(text) <= _CACHED else _analyse(text)
+
+
+@lru_cache(maxsize=8192)
+def _analysed(text: str) -> _Text:
+    return _analyse(text)
+
+
+def _analyse(text: str) -> _Text:
+    found, words = terms_and_words(text)
+    kinds = tuple(map(kind, found))
+    distinct = frozenset(found)
+    return _Text(
+        found,
+        words,
+        kinds,
+        tuple(k in _CONTENT and not t.endswith("'s") for t, k in zip(found, kinds, strict=True)),
+        distinct,
+        len(distinct) != len(found),
+        tuple(sorted(found)),
+        TermKind.NEGATION in kinds,
+    )
+
+
+def _has(kinds: Sequence[TermKind], *wanted: TermKind) -> bool:
+    # A plain loop, not any(): a generator per call costs more than the few kinds it reads.
+    for k in wanted:  # noqa: SIM110
+        if k in kinds:
             return True
     return False
 
@@ -118,49 +163,50 @@ class _Span(NamedTuple):
     new: tuple[str, ...]
     old_words: tuple[str, ...]
     new_words: tuple[str, ...]
+    old_kinds: tuple[TermKind, ...]
+    new_kinds: tuple[TermKind, ...]
     after_number: bool
     """Both sides follow the same number: the unit (or what is counted) changed."""
     before_anchor: bool
     """No aligned content word precedes it: it stands where the subject does."""
 
 
-def _spans(
-    old: tuple[str, ...], new: tuple[str, ...], old_words: Sequence[str], new_words: Sequence[str]
-) -> tuple[int, list[_Span]]:
-    """Aligned term count and the differing spans of two term sequences."""
-    matcher = SequenceMatcher(None, old, new, autojunk=False)
+def _spans(old: _Text, new: _Text) -> tuple[int, list[_Span]]:
+    """Aligned term count and the differing spans of two texts' terms.
+
+    The spans are the gaps between matching blocks, in order: what
+    ``SequenceMatcher.get_opcodes()`` tags other than ``equal``."""
+    a, b = old.terms, new.terms
     shared = 0
     anchored = False
     spans: list[_Span] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            shared += i2 - i1
-            # "Ines's" names whose brother or sister follows: a possessive does not anchor.
-            if not anchored:
-                for t in old[i1:i2]:
-                    if kind(t) in _CONTENT and not t.endswith("'s"):
-                        anchored = True
-                        break
-            continue
-        after_number = i1 > 0 and j1 > 0 and kind(old[i1 - 1]) is TermKind.NUMBER
-        spans.append(
-            _Span(
-                old[i1:i2],
-                new[j1:j2],
-                tuple(old_words[i1:i2]),
-                tuple(new_words[j1:j2]),
-                after_number,
-                not anchored,
+    i1 = j1 = 0
+    for i2, j2, size in matching_blocks(a, b):
+        if i1 < i2 or j1 < j2:
+            spans.append(
+                _Span(
+                    a[i1:i2],
+                    b[j1:j2],
+                    old.words[i1:i2],
+                    new.words[j1:j2],
+                    old.kinds[i1:i2],
+                    new.kinds[j1:j2],
+                    i1 > 0 and j1 > 0 and old.kinds[i1 - 1] is TermKind.NUMBER,
+                    not anchored,
+                )
             )
-        )
+        i1, j1 = i2 + size, j2 + size
+        shared += size
+        if not anchored and size:
+            anchored = True in old.anchors[i2:i1]
     return shared, spans
 
 
 def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
     prefer, avoid = TermKind.PREFER, TermKind.AVOID
     for span in spans:
-        if (_has(span.old, prefer) and _has(span.new, avoid)) or (
-            _has(span.old, avoid) and _has(span.new, prefer)
+        if (prefer in span.old_kinds and avoid in span.new_kinds) or (
+            avoid in span.old_kinds and prefer in span.new_kinds
         ):
             return span
     return None
@@ -170,15 +216,22 @@ def _verdict(
     relation: Relation, reason: Reason, spans: Sequence[_Span], *kinds: TermKind
 ) -> Verdict:
     """A verdict naming the words of ``spans`` (only those of ``kinds``, when given)."""
+    if not kinds:
+        return Verdict(
+            relation,
+            reason,
+            tuple(w for s in spans for w in s.old_words),
+            tuple(w for s in spans for w in s.new_words),
+        )
 
-    def pick(found: tuple[str, ...], words: tuple[str, ...]) -> Iterator[str]:
-        return (w for t, w in zip(found, words, strict=True) if not kinds or kind(t) in kinds)
+    def pick(found: tuple[TermKind, ...], words: tuple[str, ...]) -> Iterator[str]:
+        return (w for k, w in zip(found, words, strict=True) if k in kinds)
 
     return Verdict(
         relation,
         reason,
-        tuple(w for s in spans for w in pick(s.old, s.old_words)),
-        tuple(w for s in spans for w in pick(s.new, s.new_words)),
+        tuple(w for s in spans for w in pick(s.old_kinds, s.old_words)),
+        tuple(w for s in spans for w in pick(s.new_kinds, s.new_words)),
     )
 
 
@@ -191,8 +244,12 @@ def _too_little(size_a: int, size_b: int, shared: int) -> bool:
     return too_little and not contained
 
 
-def _common(a: Sequence[str], b: Sequence[str]) -> int:
-    """How many terms ``a`` and ``b`` hold in common, counted with repeats."""
+def _common(old: _Text, new: _Text) -> int:
+    """How many terms the two texts hold in common, counted with repeats."""
+    if not old.repeats and not new.repeats:
+        # Each term once on both sides: the multiset intersection is the set intersection.
+        return len(old.distinct & new.distinct)
+    a, b = old.terms, new.terms
     if len(a) * len(b) > _SHORT_PRODUCT:
         return sum((Counter(a) & Counter(b)).values())
     # Memory texts are a few terms long: crossing them off a list beats building two
@@ -217,22 +274,22 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     Returns:
         The verdict: relation, reason and the differing words.
     """
-    a, old_words = terms_and_words(old)
-    b, new_words = terms_and_words(new)
+    first_text, second_text = _text(old), _text(new)
+    a, b = first_text.terms, second_text.terms
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
-    if not same_subject and _too_little(len(a), len(b), _common(a, b)):
+    if not same_subject and _too_little(len(a), len(b), _common(first_text, second_text)):
         # The terms the two hold in common bound the aligned ones: already too few, so the
         # alignment (most of this function's cost) cannot change the verdict of rule 2.
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
-    shared, spans = _spans(a, b, old_words, new_words)
+    shared, spans = _spans(first_text, second_text)
     if not same_subject and _too_little(len(a), len(b), shared):
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
-    if same_terms(a, b):
+    if first_text.ordered == second_text.ordered:
         if is_near_duplicate(old, new):
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
         return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
-    if _negated(a) != _negated(b):
+    if first_text.negated != second_text.negated:
         return _verdict(Relation.CONTRADICTION, Reason.NEGATION, spans, TermKind.NEGATION)
     flip = _preference_flip(spans)
     if flip is not None:
@@ -242,23 +299,23 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         (TermKind.DATE, Reason.DATE_CHANGED),
         (TermKind.NUMBER, Reason.NUMBER_CHANGED),
     ):
-        hits = [s for s in replaced if _has(s.old, wanted) and _has(s.new, wanted)]
+        hits = [s for s in replaced if wanted in s.old_kinds and wanted in s.new_kinds]
         if hits:
             return _verdict(Relation.CONTRADICTION, reason, hits)
     units = [s for s in replaced if s.after_number]
     if units:
         return _verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[:1])
-    content = [s for s in replaced if _has(s.old, *_CONTENT) and _has(s.new, *_CONTENT)]
+    content = [s for s in replaced if _has(s.old_kinds, *_CONTENT) and _has(s.new_kinds, *_CONTENT)]
     if content:
         first = content[0]
-        if set(first.new) <= set(a) and set(first.old) <= set(b):
+        if first_text.distinct.issuperset(first.new) and second_text.distinct.issuperset(first.old):
             return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, [first])
         if first.before_anchor:
             return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
         return _verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, [first])
-    if any(_has(s.new, *_CONTENT) for s in spans):
+    if any(_has(s.new_kinds, *_CONTENT) for s in spans):
         return _verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, spans)
-    if any(_has(s.old, *_CONTENT) for s in spans):
+    if any(_has(s.old_kinds, *_CONTENT) for s in spans):
         return _verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, spans)
     # Only function words differ ("was" -> "is", "in" -> "at"): the same fact, a new wording.
     return _verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, spans)

@@ -22,8 +22,8 @@ import random
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from itertools import pairwise
+from functools import cache
+from itertools import chain, pairwise
 from operator import eq
 from typing import Any
 
@@ -78,9 +78,24 @@ def _borrowing() -> tuple[np.ndarray[Any, np.dtype[np.uint64]], np.ndarray[Any, 
     return table, order
 
 
-@lru_cache(maxsize=65536)
-def _term_hash(found: str) -> int:
-    return int.from_bytes(hashlib.blake2b(found.encode(), digest_size=8).digest(), "little")
+class _TermHashes(dict[str, int]):
+    """Each term's 64-bit hash (BLAKE2b), kept: ``hashes[term]``. A plain dict look-up, not an
+    ``lru_cache`` call, because it runs once per term signed; emptied when it holds
+    :data:`_HASHES_KEPT` terms (a few MB), so it stays bounded without tracking use."""
+
+    __slots__ = ()
+
+    def __missing__(self, found: str) -> int:
+        if len(self) >= _HASHES_KEPT:
+            self.clear()
+        value = int.from_bytes(hashlib.blake2b(found.encode(), digest_size=8).digest(), "little")
+        self[found] = value
+        return value
+
+
+_HASHES_KEPT = 65536
+_term_hashes = _TermHashes()
+_term_hash = _term_hashes.__getitem__
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +163,7 @@ def signature_of(found: Sequence[str]) -> Signature:
     Returns:
         Its signature.
     """
-    single = [_term_hash(t) for t in found]
+    single = list(map(_term_hash, found))
     pairs = [((a * _MIX_A) ^ b) * _MIX_B & _MASK for a, b in pairwise(single)]
     if not single:
         return _NONE
@@ -185,9 +200,8 @@ def signatures(texts: Sequence[Sequence[str]]) -> list[Signature]:
     total = int(sizes.sum())
     if total == 0:
         return [_NONE] * len(texts)
-    single = np.fromiter(
-        (_term_hash(t) for found in texts for t in found), np.uint64, total
-    )  # the only loop per term: hashing (cached)
+    # The only loop per term: hashing (kept per term).
+    single = np.fromiter(map(_term_hash, chain.from_iterable(texts)), np.uint64, total)
     owner = np.repeat(np.arange(len(texts)), sizes)
     # A pair joins two neighbouring terms of one text. uint64 products wrap modulo 2**64:
     # the low 64 bits of the exact products, which is what the masks keep in signature_of().

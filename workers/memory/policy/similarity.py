@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from difflib import SequenceMatcher
 
+from .align import matching_blocks
 from .lsh import MAX_BUCKET, MAX_CANDIDATES, CandidateIndex
 from .minhash import BANDS, BINS, Signature, estimate_similarity, signature_of, signatures
 from .text_norm import normalise, shingles, terms, tokens_and_terms
@@ -161,13 +161,14 @@ def moved_as_a_block(a: Sequence[str], b: Sequence[str]) -> bool:
     Alice" / "Alice owes Bob" swaps two terms: the terms left outside the common blocks come
     in a different order, so it is another fact, however high the shingle Jaccard.
     """
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
     left_a: list[str] = []
     left_b: list[str] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
-            left_a += a[i1:i2]
-            left_b += b[j1:j2]
+    i1 = j1 = 0
+    # What difflib's opcodes other than "equal" cover: the gaps between matching blocks.
+    for i2, j2, size in matching_blocks(a, b):
+        left_a += a[i1:i2]
+        left_b += b[j1:j2]
+        i1, j1 = i2 + size, j2 + size
     return left_a == left_b
 
 

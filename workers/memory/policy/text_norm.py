@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Sequence
 from enum import Enum
 from functools import lru_cache
-from itertools import pairwise
+from itertools import compress, pairwise
 from types import MappingProxyType
 
 __all__ = (
@@ -157,10 +157,18 @@ def tokens(text: str) -> tuple[str, ...]:
 
 
 def _tokens(text: str) -> tuple[str, ...]:
-    folded = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+    if text.isascii():
+        # Most memory texts are ASCII, where NFKC changes nothing, _QUOTES maps nothing (its
+        # marks are all non-ASCII) and casefold() is lower(): half the cost of tokenising.
+        folded = text.lower()
+    else:
+        folded = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+    found = _TOKEN.findall(folded)
+    if "," not in folded:  # no token can hold a thousands separator
+        return tuple(found)
     return tuple(
         token.replace(",", "") if "," in token and _THOUSANDS.match(token) else token
-        for token in _TOKEN.findall(folded)
+        for token in found
     )
 
 
@@ -179,8 +187,10 @@ def _analysed(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, .
 
 def _analyse(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     normal = _tokens(text)
-    pairs = [(found, token) for token in normal if (found := term(token))]
-    return normal, tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    found = tuple(map(term, normal))
+    if "" not in found:  # no filler: every token has its term
+        return normal, found, normal
+    return normal, tuple(filter(None, found)), tuple(compress(normal, found))
 
 
 def tokens_and_terms(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -307,7 +317,7 @@ def terms(text: str) -> tuple[str, ...]:
     """
     if len(text) <= _CACHED:
         return _analysed(text)[1]
-    return tuple(found for found in map(term, _tokens(text)) if found)
+    return tuple(filter(None, map(term, _tokens(text))))
 
 
 @lru_cache(maxsize=16384)

@@ -1,0 +1,84 @@
+"""What the write policy's text analysis gives on the committed data set, pinned by digest.
+
+Stored records carry an exact hash and a MinHash signature, and the benchmark's precision and
+recall rest on the verdicts: a change meant only to make this code faster must leave every
+token, term, fingerprint and verdict as it was. A change that means to alter them (a new
+synonym, a new rule) updates these digests in the same commit and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from workers.memory.policy.contradiction import Verdict, classify, classify_values
+from workers.memory.policy.similarity import fingerprints, is_near_duplicate
+from workers.memory.policy.text_norm import kind, terms_and_words, tokens
+
+DATA = Path(__file__).parents[4] / "bench" / "data" / "write_policy"
+
+
+def _pairs() -> list[tuple[str, str]]:
+    with (DATA / "pairs.jsonl").open(encoding="utf-8") as lines:
+        return [(row["old"], row["new"]) for row in map(json.loads, lines)]
+
+
+def _texts() -> list[str]:
+    with (DATA / "safety.jsonl").open(encoding="utf-8") as lines:
+        safety = [json.loads(line)["text"] for line in lines]
+    return sorted({text for pair in _pairs() for text in pair} | set(safety))
+
+
+def _digest(rows: Iterator[object]) -> str:
+    hashed = hashlib.sha256()
+    for row in rows:
+        hashed.update(json.dumps(row, ensure_ascii=False).encode())
+        hashed.update(b"\n")
+    return hashed.hexdigest()
+
+
+def _verdict(verdict: Verdict) -> list[object]:
+    return [verdict.relation.value, verdict.reason.value, verdict.old_span, verdict.new_span]
+
+
+def _analysis() -> Iterator[object]:
+    for text in _texts():
+        found, words = terms_and_words(text)
+        yield [tokens(text), found, words, [kind(t).value for t in found]]
+
+
+def _fingerprints() -> Iterator[object]:
+    texts = _texts()
+    for start in range(0, len(texts), 100):  # batches, as a batch write signs them
+        for text_hash, signature, bag in fingerprints(texts[start : start + 100]):
+            yield [text_hash, signature.to_str(), bag]
+
+
+def _verdicts() -> Iterator[object]:
+    for old, new in _pairs():
+        yield [
+            _verdict(classify(old, new)),
+            _verdict(classify(new, old)),
+            _verdict(classify(old, new, same_subject=True)),
+            _verdict(classify_values(old, new)),
+            is_near_duplicate(old, new),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "pinned"),
+    [
+        (_analysis, "a94a87c2c73ad5ab76a8e259355b33832f1e68ca532c7ab0f50c619f25d8f6ae"),
+        (_fingerprints, "c615ea01addfe17a0dea29615737e4369c053dc430f2b15dd10d663c446246e0"),
+        (_verdicts, "453524aebd4348fa497ce144f5c7d65f756be075880e510b1cf5ed398b3be453"),
+    ],
+    ids=["tokens_terms_kinds", "fingerprints", "verdicts"],
+)
+def test_the_data_set_analyses_as_pinned(
+    outputs: Callable[[], Iterator[object]], pinned: str
+) -> None:
+    assert _digest(outputs()) == pinned
