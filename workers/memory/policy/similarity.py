@@ -20,8 +20,8 @@ Choices, measured on the dev split of ``bench/data/write_policy`` (``bench/write
   keeps its minimum, and an empty bin borrows a filled one along a fixed probe sequence. It is
   an unbiased MinHash estimator at one hash per shingle. 32 classic permutations cost 32
   multiply-and-min passes per shingle: measured ~150 µs per signature of a 15-word text,
-  against ~19 µs here when it was written (of which ~9 µs is tokenising; now ~7 µs, and the
-  analysis of a recent text is cached). Dev mean |estimate - exact| is 0.04.
+  against ~19 µs here when it was written (of which ~9 µs was tokenising; now ~1 µs for an
+  ASCII text, and the analysis of a recent text is cached). Dev mean |estimate - exact| is 0.04.
 - LSH: 16 bands of 2 bins. Contradiction candidates ("lives in Berlin" / "lives in Paris") sit
   near Jaccard 0.5 (dev median 0.57, minimum 0.25); 16x2 finds a pair at J = 0.5 with
   probability 0.99 and one at J = 0.1 with 0.15 (the exact check discards those). On dev it
