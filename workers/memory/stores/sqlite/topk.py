@@ -91,6 +91,7 @@ class _Query:
         return cls(words, terms, statistics, idf, bound, order)
 
     def postings(self, terms: Sequence[str]) -> int:
+        """How many rows hold each of ``terms``, summed: the postings scoring them reads."""
         return sum(self.statistics.frequency[term] for term in terms)
 
     def rest(self, essential: int) -> float:
