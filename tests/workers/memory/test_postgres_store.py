@@ -208,7 +208,7 @@ async def test_usage_pending_when_a_write_fails_is_not_lost(postgres_space: Post
 
     async with PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema) as s:
         (item,) = await s.write([MemoryDraft(content="espresso")], "create")
-        s._usage_applied_at = time.monotonic() + 60  # keep both uses pending (white-box)
+        s._usage._applied_at = time.monotonic() + 60  # keep both uses pending (white-box)
         now = item.created_at
         await s.record_usage([item.id], now)
         await s.record_usage([item.id], now)
@@ -218,6 +218,53 @@ async def test_usage_pending_when_a_write_fails_is_not_lost(postgres_space: Post
         await s.flush()
         (stored,) = await s.get([item.id], [], "default")
     assert stored.usage_count == 2
+
+
+async def test_usage_counters_caught_in_a_deadlock_stay_pending_and_never_fail_a_write(
+    postgres_space: PostgresSpace,
+) -> None:
+    """Another transaction holds one usage row and then asks for the one the store's apply
+    holds: PostgreSQL ends the apply as a deadlock (it waited first, so it checks first). The
+    write that applied the counters on its way goes on, and the counters are stored later."""
+    import time
+
+    import anyio
+
+    space = postgres_space
+    async with PostgresMemoryStore.from_url(space.url, schema=space.schema) as store:
+        first, second = sorted(
+            await store.write([MemoryDraft(content="tea"), MemoryDraft(content="cake")], "create"),
+            key=lambda item: item.id,
+        )
+        await store.record_usage([first.id, second.id], first.created_at)
+        await store.flush()  # both usage rows exist
+        store._usage._applied_at = time.monotonic() + 60  # keep the next uses pending (white-box)
+        await store.record_usage([first.id, second.id], first.created_at)
+        other = await asyncpg.connect(space.url)
+        try:
+            await other.execute("SET deadlock_timeout = '10s'")  # the store's apply checks first
+            transaction = other.transaction()
+            await transaction.start()
+            usage = f'"{space.schema}".memory_usage'
+            await other.execute(f"UPDATE {usage} SET usage_count = 7 WHERE id = $1", second.id)
+            written: list[Any] = []
+
+            async def write() -> None:
+                store._usage._applied_at = 0.0
+                written.extend(await store.write([MemoryDraft(content="scone")], "create"))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(write)  # its apply locks `first`, then waits for `second`
+                await anyio.sleep(0.3)
+                await other.execute(f"UPDATE {usage} SET usage_count = 7 WHERE id = $1", first.id)
+            await transaction.commit()
+        finally:
+            await other.close()
+        assert [item.content for item in written] == ["scone"]
+        await store.flush()
+        stored = {item.id: item for item in await store.get([first.id, second.id], [], "default")}
+    assert stored[first.id].usage_count == 7 + 1
+    assert stored[second.id].usage_count == 7 + 1
 
 
 async def test_concurrent_first_calls_open_one_pool(postgres_space: PostgresSpace) -> None:
