@@ -295,8 +295,9 @@ class MysqlMemoryStore(
 
     async def record_usage(self, ids: Sequence[str], at: datetime) -> None:
         """Count one use of each id now, in one statement (only records that still exist: a
-        deleted one may have been found a moment ago)."""
-        uses = Counter(ids)
+        deleted one may have been found a moment ago), rows locked in id order so two searches
+        counting the same records wait for each other instead of deadlocking."""
+        uses = Counter(sorted(ids))
         if not uses:
             return
         driver = await self._ready()
@@ -307,6 +308,7 @@ class MysqlMemoryStore(
                 driver,
                 "INSERT INTO memory_usage (`id`, `usage_count`, `last_used_at`) "
                 f"SELECT u.id, u.uses, ? FROM ({used}) u JOIN memories m ON m.`id` = u.id "
+                "ORDER BY u.id "
                 "ON DUPLICATE KEY UPDATE `usage_count` = `usage_count` + VALUES(`usage_count`), "
                 "`last_used_at` = GREATEST(`last_used_at`, VALUES(`last_used_at`))",
                 [micros, *(value for pair in uses.items() for value in pair)],
