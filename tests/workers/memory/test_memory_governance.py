@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -192,7 +192,11 @@ async def test_retention_rules_are_checked() -> None:
 async def test_periodic_hygiene_runs_in_the_worker_and_stops_with_the_runtime(
     governed: Governed,
 ) -> None:
-    governed.clock.now -= 10 * DAY  # records written "ten days ago" ...
+    # Records written "ten days ago" by the real clock, which the worker's hygiene reads: due
+    # for archiving (3 days), not for purging (30). The test clock's fixed date drifted into
+    # purge range as the calendar moved on, and a run between the archive and the end of the
+    # runtime then deleted the record.
+    governed.clock.now = datetime.now(UTC) - 10 * DAY
     async with create_ditto(
         workers=[
             create_memory_worker(
@@ -211,6 +215,7 @@ async def test_periodic_hygiene_runs_in_the_worker_and_stops_with_the_runtime(
             await anyio.sleep(0.01)
         else:
             pytest.fail("periodic hygiene never archived the record")
+        await anyio.sleep(0.2)  # later runs leave it archived: not due for purging
     got = await governed.store.get([], ["c"], "default")
     assert got[0].archived_at is not None
 
