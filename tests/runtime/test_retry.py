@@ -236,7 +236,12 @@ async def test_the_timeout_bounds_all_attempts_together() -> None:
         result = await runtime.invoke("FLAKY.RUN", "x", timeout=0.3, retry=steady)
     assert result.status in ("failed", "timeout")
     assert 1 <= result.attempts < 10_000
-    assert result.attempts == len(flaky.calls)
+    if result.attempts == len(flaky.calls) + 1:
+        # The last pause ended before the deadline but woke after it: that attempt timed out
+        # before its handler could start, and it counts.
+        assert result.status == "timeout"
+    else:
+        assert result.attempts == len(flaky.calls)
 
 
 async def test_the_callers_cancellation_during_a_pause_propagates() -> None:
