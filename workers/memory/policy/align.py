@@ -2,9 +2,10 @@
 autojunk=False)`` finds, without its per-call machinery.
 
 :func:`matching_blocks` returns exactly ``SequenceMatcher(None, a, b,
-autojunk=False).get_matching_blocks()`` (as plain tuples) and :func:`opcodes` exactly its
-``get_opcodes()``; ``tests/workers/memory/policy/test_align.py`` compares them with difflib
-over every pair of short sequences of a small alphabet and over random ones.
+autojunk=False).get_matching_blocks()`` (as plain tuples) and :func:`gaps` exactly the spans of
+its ``get_opcodes()`` other than ``equal``; ``tests/workers/memory/policy/test_align.py``
+compares them with difflib over every pair of short sequences of a small alphabet and over
+random ones.
 
 Why not difflib itself: the write policy aligns two memory texts (a dozen terms each) for
 every contradiction candidate and every near-duplicate check. For sequences that short, most
@@ -19,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-__all__ = ("Block", "Opcode", "matching_blocks", "opcodes")
+__all__ = ("Block", "Gap", "gaps", "matching_blocks")
 
 Block = tuple[int, int, int]
 """``(i, j, size)``: ``a[i:i + size] == b[j:j + size]``."""
-Opcode = tuple[str, int, int, int, int]
-"""``(tag, i1, i2, j1, j2)`` as ``SequenceMatcher.get_opcodes()`` gives them."""
+Gap = tuple[int, int, int, int]
+"""``(i1, i2, j1, j2)``: ``a[i1:i2]`` stands where ``b[j1:j2]`` does (either may be empty)."""
 
 
 def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[Block]:
@@ -90,26 +91,13 @@ def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[Block]
     return merged
 
 
-def opcodes(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[Opcode]:
-    """How to turn ``a`` into ``b``, as ``SequenceMatcher.get_opcodes()`` says it (no junk).
-
-    Args:
-        a: One sequence of hashable items.
-        b: The other.
-
-    Returns:
-        ``(tag, i1, i2, j1, j2)`` tuples, tags ``equal``, ``replace``, ``delete``, ``insert``.
-    """
+def gaps(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[Gap]:
+    """What differs between ``a`` and ``b``, in order: the spans between matching blocks, as
+    ``SequenceMatcher.get_opcodes()`` gives its ``replace``, ``delete`` and ``insert``."""
     i = j = 0
-    answer: list[Opcode] = []
+    found: list[Gap] = []
     for ai, bj, size in matching_blocks(a, b):
-        if i < ai and j < bj:
-            answer.append(("replace", i, ai, j, bj))
-        elif i < ai:
-            answer.append(("delete", i, ai, j, bj))
-        elif j < bj:
-            answer.append(("insert", i, ai, j, bj))
+        if i < ai or j < bj:
+            found.append((i, ai, j, bj))
         i, j = ai + size, bj + size
-        if size:
-            answer.append(("equal", ai, i, bj, j))
-    return answer
+    return found

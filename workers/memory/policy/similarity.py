@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from .align import matching_blocks
+from .align import gaps
 from .lsh import MAX_BUCKET, MAX_CANDIDATES, CandidateIndex
 from .minhash import BANDS, BINS, Signature, estimate_similarity, signature_of, signatures
 from .text_norm import normalise, shingles, terms, tokens_and_terms
@@ -163,12 +163,9 @@ def moved_as_a_block(a: Sequence[str], b: Sequence[str]) -> bool:
     """
     left_a: list[str] = []
     left_b: list[str] = []
-    i1 = j1 = 0
-    # What difflib's opcodes other than "equal" cover: the gaps between matching blocks.
-    for i2, j2, size in matching_blocks(a, b):
+    for i1, i2, j1, j2 in gaps(a, b):
         left_a += a[i1:i2]
         left_b += b[j1:j2]
-        i1, j1 = i2 + size, j2 + size
     return left_a == left_b
 
 
