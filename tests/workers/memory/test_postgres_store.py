@@ -255,7 +255,16 @@ async def test_usage_counters_caught_in_a_deadlock_stay_pending_and_never_fail_a
 
             async with anyio.create_task_group() as group:
                 group.start_soon(write)  # its apply locks `first`, then waits for `second`
-                await anyio.sleep(0.3)
+                for _ in range(3_000):  # until the store's apply waits for `second`
+                    if await other.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND pid <> pg_backend_pid() AND position($1 in query) > 0",
+                        usage,
+                    ):
+                        break
+                    await anyio.sleep(0.01)
+                else:
+                    pytest.fail("the store's apply never waited for the usage row")
                 await other.execute(f"UPDATE {usage} SET usage_count = 7 WHERE id = $1", first.id)
             await transaction.commit()
         finally:
