@@ -139,14 +139,21 @@ async def test_the_filter_applies_before_the_limit(runtime: Ditto) -> None:
 
 
 @pytest.mark.parametrize("holding_at_once", [topk._HOLDING_AT_ONCE, 0])
+@pytest.mark.parametrize("recount_cost", [0, 10**9], ids=["exact-threshold", "partial-threshold"])
 async def test_pruning_alone_finds_the_exact_top_k(
-    runtime: Ditto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding_at_once: int
+    runtime: Ditto,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    holding_at_once: int,
+    recount_cost: int,
 ) -> None:
     """``topk.top_k`` made to prune every query (a small store would rather let FTS5 rank):
     the same records and scores as the reference, with and without a filter — whether the rows
-    holding a frequent word are counted again all at once or as the scan meets them — and
-    FTS5's own ``-bm25()`` of the whole query to the last bit."""
+    holding a frequent word are counted again all at once or as the scan meets them, and
+    whether step 1 counts them again to test the exact threshold before taking in another
+    word (always, or never) — and FTS5's own ``-bm25()`` of the whole query to the last bit."""
     monkeypatch.setattr(topk, "_HOLDING_AT_ONCE", holding_at_once)
+    monkeypatch.setattr(topk, "_RECOUNT_COST", recount_cost)
     generator = random.Random(17)
     weights = [1 / (rank + 1) ** 1.3 for rank in range(len(VOCABULARY))]
     records = [
@@ -194,3 +201,70 @@ async def test_pruning_alone_finds_the_exact_top_k(
             connection.execute("COMMIT")
     finally:
         connection.close()
+
+
+async def test_the_exact_threshold_takes_in_fewer_words_and_finds_the_same_top_k(
+    runtime: Ditto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rare word beside two frequent ones. Where the rare word sits in short records, the
+    rows holding it and a frequent word, counted again, give an exact ``k``-th score that
+    reaches the frequent words' bounds where the partial one falls short: step 1 stops with
+    fewer essential words. Where it sits in long records, even the exact scores fall short and
+    short records repeating the two frequent words belong in the top ten: step 1 must take in
+    another word to find them. Either way the top-k is FTS5's own ranking of the whole query,
+    to the last bit."""
+    generator = random.Random(23)
+    frequent = [f"c{n}x" for n in range(5)]
+    sharp, dull = [f"s{n}y" for n in range(5)], [f"d{n}y" for n in range(5)]
+
+    def text(fillers: int, rare: list[str]) -> str:
+        words = [f"f{generator.randrange(3000)}z" for _ in range(fillers)] + rare
+        words += [word for word in frequent if generator.random() < 0.22]
+        generator.shuffle(words)
+        return " ".join(words)
+
+    records = [
+        text(generator.randint(4, 8), [word for word in sharp if generator.random() < 0.02])
+        for _ in range(2_500)
+    ]
+    records += [text(generator.randint(30, 40), [dull[n % 5]]) for n in range(500)]
+    records += [
+        " ".join([first] * generator.randint(4, 8) + [second] * generator.randint(4, 8))
+        for first, second in (generator.sample(frequent, 2) for _ in range(40))
+    ]
+    ids = await write(runtime, [{"content": record} for record in records])
+    connection = connect(str(tmp_path / "memory.sqlite"))
+    planner = KeywordPlanner(connection)
+    rows = dict(connection.execute("SELECT seq, id FROM memories").fetchall())
+    texts = dict(zip(ids, records, strict=True))
+    essential: dict[int, list[int]] = {0: [], 10**9: []}
+    scan = topk._scan
+
+    def recording(*arguments: Any) -> Any:
+        essential[topk._RECOUNT_COST].append(arguments[4])
+        return scan(*arguments)
+
+    monkeypatch.setattr(topk, "_scan", recording)
+    without_rare = 0
+    try:
+        for rare in (*sharp, *dull):
+            for pair in (frequent[:2], frequent[2:4], frequent[3:]):
+                words = [rare, *pair]
+                terms = [term for (term,) in planner.terms(words)]
+                connection.execute("BEGIN")
+                statistics = read_statistics(connection, terms)
+                assert statistics is not None
+                expected = fts5_ranking(connection, words, lambda docs: docs)
+                for cost in essential:
+                    monkeypatch.setattr(topk, "_RECOUNT_COST", cost)
+                    best = top_k(connection, words, terms, statistics, 10, lambda d: d, pays=1.0)
+                    assert best is not None
+                    assert len(best) >= 10
+                    assert best == expected[: len(best)]
+                connection.execute("COMMIT")
+                without_rare += any(rare not in texts[rows[doc]].split() for doc, _ in best)
+    finally:
+        connection.close()
+    stopped_sooner = [a < b for a, b in zip(essential[0], essential[10**9], strict=True)]
+    assert sum(stopped_sooner[:15]) >= 10, essential  # the sharp words' queries
+    assert without_rare >= 10  # the dull words': rows without the rare word made the top ten

@@ -12,7 +12,12 @@ into the *essential* set ``E``; the others, ``F``, have a bound sum ``rest``.
    best first, only as far as needed. Let ``θ`` be the ``k``-th best partial score among the
    rows the filter keeps (asked about rows best first, only until ``k`` pass). While fewer
    than ``k`` pass or ``θ < rest``, the next rarest word moves into ``E`` (the smallest ``E``
-   whose bounds reach ``rest`` is where it starts).
+   whose bounds reach ``rest`` is where it starts) — unless the rows holding a word of each
+   set are few enough to count again at once (cheaper than scoring the next word's
+   postings): then ``θ`` is the ``k``-th best *exact* score among ``E``'s rows, and often
+   reaches ``rest`` where the partial one fell short. A rare word beside two words held by a
+   tenth of the records is the common case: the rows holding the rare word and another are a
+   few hundred, the next word's postings a hundred thousand.
 2. One FTS5 query (``F`` AND ``E``) names the rows holding a word of each set: a row's bound is
    its partial score, plus ``rest`` if it holds one. Rows are taken from the ranking best
    first, filtered, and those holding a word of ``F`` are counted again (tokenized with the
@@ -49,6 +54,11 @@ __all__ = ("PAYS", "prepare_topk", "top_k")
 _HOLDING_AT_ONCE = 256
 """Up to this many rows holding both an essential and a frequent word are counted again all at
 once (about 6 µs a row), which spares the scan their bounds; more are counted as it meets them."""
+
+_RECOUNT_COST = 12
+"""Counting a row again costs about this many postings scored by FTS5 (~6 µs against ~1): the
+rows holding both kinds of words are counted again instead of scoring the next word's postings
+when they are fewer than its postings over this."""
 
 PAYS = 0.5
 """The share of a query's postings pruning may score before FTS5's own ranking of every match
@@ -160,17 +170,65 @@ def top_k(
         if essential > 1 and query.postings(order[:essential]) > pays * everything:
             return None
         ranking = _Ranking(connection, query.spelled(set(order[:essential])))
-        threshold = _kth_passing(ranking, allowed, limit)
-        if essential == len(order) or (
-            threshold is not None and threshold >= query.rest(essential)
-        ):
+        holding: set[int] | None = None
+        counted: _Counted | None = None
+        if essential == len(order):
             break
+        rest = query.rest(essential)
+        threshold = _kth_passing(ranking, allowed, limit)
+        if threshold is not None and threshold >= rest:
+            break
+        # The partial scores fall short of the frequent words' bounds. The exact ones may not,
+        # and the rows they need counted again can cost far less than the next word's postings.
+        holding = _holding(connection, query, essential)
+        if len(holding) * _RECOUNT_COST <= query.postings(order[essential : essential + 1]):
+            counted = _Counted.of(connection, query, holding, allowed)
+            threshold = _kth_exact(ranking, allowed, counted, limit)
+            if threshold is not None and threshold >= rest:
+                break
         ranking.close()
         essential += 1
+    if holding is None:
+        holding = _holding(connection, query, essential)
     try:
-        return _scan(connection, query, ranking, allowed, essential, limit)
+        return _scan(connection, query, ranking, allowed, essential, limit, holding, counted)
     finally:
         ranking.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """The rows holding an essential word and a frequent one, counted again: the exact scores
+    of those the filter keeps (every other row's partial score is its score)."""
+
+    holding: set[int]
+    scores: dict[int, float]
+
+    @classmethod
+    def of(
+        cls, connection: sqlite3.Connection, query: _Query, holding: set[int], allowed: _Filter
+    ) -> _Counted:
+        passing = allowed.passing(sorted(holding))
+        return cls(holding, dict(_recounted(connection, query, passing)))
+
+
+def _kth_exact(ranking: _Ranking, allowed: _Filter, counted: _Counted, limit: int) -> float | None:
+    """The ``limit``-th best exact score among the rows holding an essential word that the
+    filter keeps, or ``None`` while fewer pass: the counted rows' scores, and the best rows
+    of the ranking that hold no frequent word (their partial score is exact; the ranking is
+    read until one falls below the ``limit``-th so far)."""
+    best = heapq.nlargest(limit, counted.scores.values())
+    heapq.heapify(best)
+    for chunk in ranking.chunks(limit):
+        if len(best) >= limit and chunk[0][1] < best[0]:
+            break
+        partial = {doc: value for doc, value in chunk if doc not in counted.holding}
+        for doc in allowed.passing(list(partial)):
+            if len(best) < limit:
+                heapq.heappush(best, partial[doc])
+            elif partial[doc] > best[0]:
+                heapq.heapreplace(best, partial[doc])
+    return best[0] if len(best) >= limit else None
 
 
 def _scan(
@@ -180,11 +238,16 @@ def _scan(
     allowed: _Filter,
     essential: int,
     limit: int,
+    holding: set[int],
+    counted: _Counted | None,
 ) -> list[tuple[int, float]]:
     """Step 2: the exact scores of the rows whose bound reaches the ``k``-th exact score, the
-    best ``limit`` of them best first (and any tied with the last)."""
+    best ``limit`` of them best first (and any tied with the last). ``holding``: the rows
+    holding an essential word and a frequent one; ``counted``: those counted again already
+    (when step 1 did)."""
     rest = query.rest(essential)
-    holding = _holding(connection, query, essential)
+    if counted is None and len(holding) <= _HOLDING_AT_ONCE:
+        counted = _Counted.of(connection, query, holding, allowed)
     exact: dict[int, float] = {}
     best: list[float] = []  # a min-heap of the best `limit` exact scores so far
 
@@ -198,10 +261,15 @@ def _scan(
             elif value > best[0]:
                 heapq.heapreplace(best, value)
 
-    if len(holding) <= _HOLDING_AT_ONCE:
-        # Few rows hold both kinds of words: score them all now. The scan then only meets
-        # rows whose partial score is their score, and stops at the first below the k-th.
-        score(allowed.passing(sorted(holding)), {})
+    if counted is not None:
+        # Few rows hold both kinds of words: they are scored already. The scan then only
+        # meets rows whose partial score is their score, and stops at the first below the k-th.
+        for doc, value in counted.scores.items():
+            exact[doc] = value
+            if len(best) < limit:
+                heapq.heappush(best, value)
+            elif value > best[0]:
+                heapq.heapreplace(best, value)
         rest = 0.0
     for chunk in ranking.chunks(limit):
         # Strictly below: a row tied with the k-th is kept (ties go by record id).
