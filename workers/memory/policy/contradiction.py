@@ -12,6 +12,9 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
    (:mod:`.align`, the same blocks at a fraction of the cost). Fewer than
    :data:`MIN_SHARED` aligned terms, or aligned terms below :data:`MIN_OVERLAP` of the longer
    text (unless all of the shorter one aligned): ``unrelated`` (not the same subject).
+   A replaced span of more than :data:`MAX_REPLACED` terms on either side: ``unrelated``
+   (``other_statement``) — the texts share a frame ("Jamie pasted this into the chat >> …
+   << and asked me to keep it") around two different statements, not one value changed.
 3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
 4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
    ``preference_changed``.
@@ -41,6 +44,7 @@ from .similarity import is_near_duplicate
 from .text_norm import TermKind, kind, terms_and_words
 
 __all__ = (
+    "MAX_REPLACED",
     "MIN_OVERLAP",
     "MIN_SHARED",
     "Reason",
@@ -54,6 +58,11 @@ MIN_SHARED = 2
 """Aligned terms two texts need to be about the same subject."""
 MIN_OVERLAP = 0.5
 """Aligned terms over the longer text's terms needed to be about the same subject (dev-tuned)."""
+MAX_REPLACED = 3
+"""Most terms a replaced span holds on either side when one value changed. On the dev split
+every labelled contradiction's longest replaced span is 1 to 3 terms ("Berlin" -> "Paris",
+a date's day, month and year); template-wrapped chat lines that state different things replace
+4 to 20 (a third of the contradictions the rules found among ``safety.jsonl``'s lines)."""
 
 
 class Relation(StrEnum):
@@ -80,6 +89,7 @@ class Reason(StrEnum):
     SUBJECT_CHANGED = "subject_changed"
     ROLES_SWAPPED = "roles_swapped"
     LOW_OVERLAP = "low_overlap"
+    OTHER_STATEMENT = "other_statement"
     VALUE_CHANGED = "value_changed"
 
 
@@ -283,8 +293,14 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         # alignment (most of this function's cost) cannot change the verdict of rule 2.
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
     shared, spans = _spans(first_text, second_text)
-    if not same_subject and _too_little(len(a), len(b), shared):
-        return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
+    if not same_subject:
+        if _too_little(len(a), len(b), shared):
+            return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
+        longer = [
+            s for s in spans if s.old and s.new and max(len(s.old), len(s.new)) > MAX_REPLACED
+        ]
+        if longer:
+            return _verdict(Relation.UNRELATED, Reason.OTHER_STATEMENT, longer[:1])
     if first_text.ordered == second_text.ordered:
         if is_near_duplicate(old, new):
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
