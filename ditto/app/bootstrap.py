@@ -345,6 +345,7 @@ def build_retrieval_worker(settings: Settings, store: MemoryStore | None) -> Wor
                 embedder,
                 settings=build_search_settings(settings),
                 chunk_words=target.chunk_words,
+                cache=None if target.cache is None else Path(target.cache).expanduser(),
             )
         else:
             providers[name] = _milvus_provider(name, target, embedder)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,24 @@ async def test_configured_targets_are_searched(tmp_path: Path) -> None:
     assert [c.content["key"] for c in memory.unwrap().candidates] == ["diet"]
 
 
+async def test_a_corpus_cache_keeps_its_vectors_between_runs(tmp_path: Path) -> None:
+    cache = tmp_path / "cache" / "notes.sqlite"
+    config = _config(
+        tmp_path,
+        "    targets:\n"
+        f"      notes: {{kind: corpus, path: '{tmp_path / 'notes'}', cache: '{cache}'}}\n",
+    )
+    for _ in range(2):
+        async with open_runtime(load_config(config, env={})) as runtime:
+            found = await runtime.invoke(
+                "RETRIEVAL.SEARCH",
+                {"query": {"content": "oak woods"}, "target": {"name": "notes"}},
+            )
+        assert found.unwrap().candidates[0].id == "kites.md#0"
+    with sqlite3.connect(cache) as connection:
+        assert connection.execute("SELECT count(*) FROM vectors").fetchone() == (1,)
+
+
 async def test_memory_search_may_be_handed_to_a_target(tmp_path: Path) -> None:
     config = _config(
         tmp_path, "    targets:\n      memory: {kind: memory}\n", "    search_target: memory\n"
@@ -87,6 +106,7 @@ async def test_no_targets_no_retrieval_worker(tmp_path: Path) -> None:
         ("{kind: milvus, path: m.db}", "needs collection"),
         ("{kind: memory, path: somewhere}", "no path"),
         ("{kind: qdrant}", "kind"),
+        ("{kind: memory, cache: c.sqlite}", "corpus target's setting"),
     ],
 )
 def test_a_target_missing_what_its_kind_reads_is_refused(

@@ -32,6 +32,9 @@ class RetrievalTargetSettings(_Strict):
     """Milvus: the index a new collection gets, exact (``FLAT``) or approximate (``HNSW``)."""
     chunk_words: int = Field(200, ge=16, le=2000)
     """Corpus: most words of a chunk (whole paragraphs where they fit)."""
+    cache: str | None = Field(None, min_length=1)
+    """Corpus: a SQLite file keeping the chunks' vectors between runs (only what changed is
+    embedded again); ``None``: embedded at every start."""
 
     @model_validator(mode="after")
     def _needs_what_its_kind_reads(self) -> Self:
@@ -39,6 +42,8 @@ class RetrievalTargetSettings(_Strict):
             raise ValueError(f"a {self.kind} target needs path")
         if self.kind == "milvus" and self.collection is None:
             raise ValueError("a milvus target needs collection")
+        if self.cache is not None and self.kind != "corpus":
+            raise ValueError("cache is a corpus target's setting")
         if self.kind == "memory" and (self.path is not None or self.collection is not None):
             raise ValueError("a memory target searches workers.memory's store: no path")
         return self

@@ -13,6 +13,10 @@ A chunk's id is ``<path>#<n>`` (the path relative to the folder, with ``/``; ``n
 directory, ``""`` at the top), ``chunk`` and, for Markdown, the file's first heading as
 ``title``. Filters are the MEMORY filter over those records (``metadata``, ``source`` = path,
 ``created_after``... by the file's modification time). :meth:`reload` reads the folder again.
+
+Chunks are embedded once: a reload embeds only the chunks whose text changed, and with a
+``cache`` file (:mod:`workers.memory.retrieval.embeddings.cache`) the next process embeds
+only what the file lacks.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from ditto.errors import ErrorCode
 from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import MemoryItem
 from workers.memory.model.records import now_from, utc_now
-from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
+from workers.memory.retrieval.embeddings.base import Embedder, model_of
+from workers.memory.retrieval.embeddings.cache import VectorCache, VectorCacheError
 from workers.memory.retrieval.hybrid import SearchEngine, SearchSettings
 from workers.memory.retrieval.vectors import Vectors, vector_text
 from workers.memory.stores.inprocess import InProcessMemoryStore
@@ -84,6 +89,9 @@ class CorpusProvider:
             ``hybrid`` (``auto`` becomes hybrid).
         settings: The pipeline's defaults (fusion, ``min_score``, rerank...).
         chunk_words: Most words of a chunk (16..2000).
+        cache: A file to keep the chunks' vectors in between processes (see
+            :mod:`workers.memory.retrieval.embeddings.cache`); ``None``: they are kept in
+            memory between reloads only.
     """
 
     kind = "corpus"
@@ -95,6 +103,7 @@ class CorpusProvider:
         *,
         settings: SearchSettings | None = None,
         chunk_words: int = 200,
+        cache: str | Path | None = None,
     ) -> None:
         if isinstance(chunk_words, bool) or not isinstance(chunk_words, int):
             raise invalid("chunk_words must be an integer")
@@ -106,6 +115,7 @@ class CorpusProvider:
         self.embedder = embedder
         self.settings = settings
         self.chunk_words = chunk_words
+        self.vectors = VectorCache(cache)
         self._store = InProcessMemoryStore()
         self._engine = SearchEngine(self._store, embedder, settings)
         self.strategies = engine_strategies(self._store, self._engine)
@@ -141,7 +151,11 @@ class CorpusProvider:
         await store.restore(records)
         if self.embedder is not None and records:
             model = model_of(self.embedder)
-            matrix = await embed_texts(self.embedder, [vector_text(item) for item in records])
+            texts = [vector_text(item) for item in records]
+            try:
+                matrix = await self.vectors.embed(self.embedder, texts)
+            except VectorCacheError as exc:
+                raise _unreadable(exc.message) from exc
             await store.put_vectors([item.id for item in records], Vectors(model, matrix))
         engine = SearchEngine(store, self.embedder, self.settings)
         # One swap: a search sees the old index or the new one, never half of one.
