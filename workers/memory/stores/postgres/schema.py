@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ditto.errors import ErrorCode
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.stores.postgres.search_impacts import keyword_impacts_step
 from workers.memory.stores.postgres.search_schema import keyword_statistics_step
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ def MIGRATIONS(s: str) -> tuple[tuple[str, ...], ...]:
             f"ALTER TABLE {s}.memory_history ADD COLUMN reviewer text",
         ),
         keyword_statistics_step(s),
+        keyword_impacts_step(s),
     )
 
 

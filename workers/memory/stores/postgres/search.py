@@ -28,14 +28,17 @@ frequencies come from ``ts_rank``, a C function costing about 0.1 µs a call: wi
 ``width_bucket`` among the midpoints of those values returns ``tf`` (exact for every count a
 ``tsvector`` holds: the tests check 1 to 255).
 
-**MaxScore.** A term adds ``idf · tf (k1 + 1) / (tf + k1 (1 - b + b · len / avgdl))`` to a
-record, always less than its bound ``idf (k1 + 1)``. Terms are taken rarest first, in rounds
-(``search_plan``: the rare ones together while their postings are few). A round reads, through
-the GIN index, the records holding a term of the round and none of the earlier rounds', keeps
-those the filter keeps, scores each *fully* (every term of the query it may hold) and returns
-its best ``k``; the best ``k`` of all rounds so far are kept. After a round, a record holding
-none of the terms read so far scores less than the sum of the remaining terms' bounds: once the
-``k``-th best score reaches that sum, no unread record can enter, and the search stops.
+**MaxScore.** A term adds ``idf · F`` to a record, ``F = tf (k1 + 1) / (tf + k1 (1 - b + b ·
+len / avgdl))``; its bound is ``idf`` times an upper bound of ``F`` over the records holding
+it, kept by the database (``search_impacts``: the greatest ``F`` of its postings at a reference
+average, scaled to the current one), and never above the loosest, ``idf (k1 + 1)``. Terms are
+taken rarest first, in rounds (``search_plan``: the rare ones together while their postings
+are few). A round reads, through the GIN index, the records holding a term of the round and
+none of the earlier rounds', keeps those the filter keeps, scores each *fully* (every term of
+the query it may hold) and returns its best ``k``; the best ``k`` of all rounds so far are kept,
+with their exact scores. After a round, a record holding none of the terms read so far scores
+less than the sum of the remaining terms' bounds: once the ``k``-th best score reaches that
+sum, no unread record can enter, and the search stops.
 
 Once no remaining term *alone* has a bound above the ``k``-th score, an unread record can
 only enter by holding several of them: one last round reads the records holding all of some

@@ -30,6 +30,10 @@ costs a round trip; scoring a few more records costs less)."""
 _COMBINED_TERMS = 8
 """At most this many remaining terms are combined (``KeywordPlan.combinations``)."""
 
+_MARGIN = 1e-9
+"""Relative room added to a stored impact bound: the database computes a term's factor in
+another order than the search scores it, so the two may differ in the last bits."""
+
 
 @dataclass(frozen=True, slots=True)
 class KeywordPlan:
@@ -45,15 +49,28 @@ class KeywordPlan:
     """Records holding each."""
     weights: tuple[float, ...]
     """Each one's IDF."""
+    impacts: tuple[float, ...]
+    """For each, an upper bound of its BM25 factor ``tf (k1 + 1) / (tf + k1 (1 - b + b dl /
+    avgdl))`` in any record holding it (at most ``k1 + 1``, the factor's limit as ``tf``
+    grows; ``search_impacts`` proves the stored bounds)."""
     ideal: float
     """The sum of the IDFs of all the query's lexemes (``retrieval.keyword.calibrated``)."""
     average: float
     """The average record length in words."""
 
     def bound(self, start: int, end: int | None = None) -> float:
-        """An upper bound of what ``terms[start:end]`` add to any record's score (strict: a
-        term adds less than ``idf (k1 + 1)`` at every frequency and length)."""
-        return math.fsum(weight * (K1 + 1.0) for weight in self.weights[start:end])
+        """An upper bound of what ``terms[start:end]`` add to any record's score, strict: each
+        term adds ``idf · factor`` with the factor below both ``k1 + 1`` and its impact (which
+        gets a relative margin for rounding)."""
+        return math.fsum(self.bounds[start:end])
+
+    @property
+    def bounds(self) -> tuple[float, ...]:
+        """Each term's bound (``bound``)."""
+        return tuple(
+            weight * min(K1 + 1.0, impact * (1.0 + _MARGIN))
+            for weight, impact in zip(self.weights, self.impacts, strict=True)
+        )
 
     def next_round(self, start: int) -> int:
         """Where a round reading ``terms[start:]``'s postings ends: the next term, and the
@@ -72,7 +89,7 @@ class KeywordPlan:
         rest = range(start, len(self.terms))
         if len(rest) > _COMBINED_TERMS:
             return None
-        bound = [weight * (K1 + 1.0) for weight in self.weights]
+        bound = self.bounds
         found: list[tuple[int, ...]] = []
         for size in range(1, len(rest) + 1):
             for chosen in itertools.combinations(rest, size):
@@ -110,6 +127,7 @@ class KeywordPlanner(KeywordStatistics):
             terms=tuple(as_query(lexeme) for lexeme in held),
             frequency=tuple(statistics.frequency[lexeme] for lexeme in held),
             weights=tuple(weights[lexeme] for lexeme in held),
+            impacts=tuple(statistics.impact[lexeme] for lexeme in held),
             ideal=math.fsum(weights.values()),
             average=statistics.average,
         )

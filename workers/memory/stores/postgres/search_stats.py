@@ -38,6 +38,10 @@ class Statistics:
     """Their lengths' sum (``memories.words``)."""
     frequency: dict[str, int]
     """Records holding each lexeme asked for (0: none)."""
+    impact: dict[str, float]
+    """For each lexeme asked for, an upper bound of its BM25 factor ``tf (k1 + 1) / (tf + k1
+    (1 - b + b dl / avgdl))`` over the records holding it, at this snapshot's ``avgdl``
+    (``search_impacts``; 0: none)."""
 
     @property
     def average(self) -> float:
@@ -54,12 +58,22 @@ class KeywordStatistics:
             "SELECT w.word, websearch_to_tsquery('english', w.word)::text, "
             "tsvector_to_array(to_tsvector('english', w.word)) FROM unnest($1::text[]) AS w(word)"
         )
+        # The average as ``Statistics.average`` computes it (an integer ratio in float8: the
+        # same double), so that impacts are scaled to the average the search scores with.
         self._statistics_sql = (
-            f"SELECT (SELECT coalesce(sum(documents), 0) FROM {s}.memory_keyword_totals), "
-            f"(SELECT coalesce(sum(words), 0) FROM {s}.memory_keyword_totals), "
-            f"ARRAY(SELECT (SELECT coalesce(sum(t.documents), 0) FROM {s}.memory_keyword_terms t "
-            "WHERE t.term = l.term) FROM unnest($1::text[]) WITH ORDINALITY AS l(term, n) "
-            "ORDER BY l.n)"
+            f"WITH n AS (SELECT coalesce(sum(documents), 0) AS documents, "
+            f"coalesce(sum(words), 0) AS words FROM {s}.memory_keyword_totals), "
+            "a AS (SELECT CASE WHEN documents > 0 AND words > 0 "
+            "THEN words::float8 / documents::float8 ELSE 1.0 END AS average FROM n) "
+            "SELECT n.documents, n.words, "
+            "(SELECT array_agg(f.documents ORDER BY l.n) FROM unnest($1::text[]) "
+            "WITH ORDINALITY AS l(term, n), LATERAL (SELECT coalesce(sum(t.documents), 0) "
+            f"AS documents FROM {s}.memory_keyword_terms t WHERE t.term = l.term) f), "
+            "(SELECT array_agg(f.impact ORDER BY l.n) FROM unnest($1::text[]) "
+            "WITH ORDINALITY AS l(term, n), LATERAL (SELECT coalesce(max(t.impact * "
+            "greatest(1.0, a.average / t.reference)), 0) AS impact "
+            f"FROM {s}.memory_keyword_terms t WHERE t.term = l.term) f) "
+            "FROM n, a"
         )
 
     async def lookup(self, connection: Connection, words: Sequence[str]) -> dict[str, Word]:
@@ -74,13 +88,16 @@ class KeywordStatistics:
         return {word: self._words[word] for word in words}
 
     async def statistics(self, connection: Connection, lexemes: Sequence[str]) -> Statistics:
-        """``N``, the length sum and the lexemes' document frequencies, summed over the shards
-        (call it inside the search's snapshot)."""
+        """``N``, the length sum, the lexemes' document frequencies summed over the shards and
+        their impact bounds, the shards' greatest (call it inside the search's snapshot)."""
         row = await connection.fetchrow(self._statistics_sql, list(lexemes))
         assert row is not None  # a SELECT of scalars returns one row
-        documents, words, counts = row
+        documents, words, counts, impacts = row
         return Statistics(
-            int(documents), int(words), dict(zip(lexemes, map(int, counts), strict=True))
+            int(documents),
+            int(words),
+            dict(zip(lexemes, map(int, counts or ()), strict=True)),
+            dict(zip(lexemes, map(float, impacts or ()), strict=True)),
         )
 
 
