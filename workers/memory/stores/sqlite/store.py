@@ -52,6 +52,7 @@ from workers.memory.ports import (
     UsageTracking,
     VectorStore,
 )
+from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.keyword import explained, keyword_request
 from workers.memory.retrieval.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
@@ -303,6 +304,9 @@ class SqliteMemoryStore(
         self._threads.record_usage(list(ids), at)
 
     # ----------------------------------------------------------------- vectors
+
+    def configure_ann(self, settings: AnnSettings) -> None:
+        self._index.configure_ann(settings)
 
     async def vector_state(self) -> VectorState:
         return await self._threads.read(
