@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,61 @@ def test_settings_are_checked() -> None:
     with pytest.raises(InvalidInputError):
         AnnSettings(threshold=-1)
     assert not AnnSettings(threshold=0).enabled
+
+
+def test_a_saved_graph_is_used_again_only_for_the_same_rows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store.sqlite.ann"
+    ids = [f"r{n:05d}" for n in range(2_000)]
+    vectors = clustered(2_000, seed=1)
+    first = VectorIndex(MODEL, SETTINGS, starter=at_once)
+    first.ann_file = path
+    first.upsert(ids, vectors)
+    assert first.save_ann()
+    queries = clustered(20, seed=2)
+
+    def reopened(
+        order: np.ndarray, rows: np.ndarray
+    ) -> tuple[VectorIndex, list[Callable[[], None]]]:
+        held: list[Callable[[], None]] = []
+        index = VectorIndex(MODEL, SETTINGS, starter=held.append)
+        index.ann_file = path
+        index.upsert([ids[n] for n in order], rows[order])  # another process: another row order
+        return index, held
+
+    order = np.random.default_rng(5).permutation(len(ids))
+    caplog.clear()
+    again, held = reopened(order, vectors)
+    assert again.ann_state == "ready"
+    assert held == []  # nothing was built: the file's graph answers
+    assert not caplog.records
+    for query in queries:
+        assert again.top(query, 10) == first.top(query, 10)
+    # Changed, added, damaged, missing: a warning naming the file, and a build.
+    changed = vectors.copy()
+    changed[7] = clustered(1, seed=99)[0]
+    stale, held = reopened(order, changed)
+    assert stale.ann_state == "building"
+    assert len(held) == 1
+    assert "vectors changed" in caplog.text
+    assert str(path) in caplog.text
+    caplog.clear()
+    extra = VectorIndex(MODEL, SETTINGS, starter=held.append)
+    extra.ann_file = path
+    extra.upsert([*ids, "new"], np.concatenate([vectors, clustered(1, seed=98)]))
+    assert extra.ann_state == "building"
+    assert "records were added" in caplog.text
+    caplog.clear()
+    with path.open("r+b") as damaged:
+        damaged.seek(path.stat().st_size // 2)
+        damaged.write(b"\xff" * 64)
+        damaged.truncate(path.stat().st_size - 1)
+    broken, held = reopened(order, vectors)
+    assert broken.ann_state == "building"
+    assert "not the one described" in caplog.text
+    caplog.clear()
+    path.unlink()
+    missing, held = reopened(order, vectors)
+    assert missing.ann_state == "building"
+    assert "no saved vector graph" in caplog.text

@@ -3,9 +3,12 @@ filters before the limit, deletes and updates reflected (real stores, real usear
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
+from ditto import create_ditto
 from tests.workers.memory.conftest import requires
 from tests.workers.memory.test_vector_search import (
     Env,
@@ -15,7 +18,7 @@ from tests.workers.memory.test_vector_search import (
     ok,
     seed,
 )
-from workers.memory import MemoryStore
+from workers.memory import MemoryStore, SqliteMemoryStore, create_memory_worker
 from workers.memory.ports import KeywordSearch, VectorStore
 from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.vector_index import VectorIndex
@@ -55,3 +58,34 @@ async def test_a_store_above_the_threshold_ranks_from_the_graph(env: Env) -> Non
     assert best.id not in [hit.memory.id for hit in again.hits]
     assert len(again.hits) == 7
     assert index.ann_state == "ready"
+
+
+async def test_sqlite_saves_its_graph_when_it_closes_and_opens_with_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "memory.sqlite"
+    embedder = TableEmbedder()
+    request = {"query": "query", "strategy": "vector", "limit": 7}
+    settings = AnnSettings(threshold=60)
+    async with SqliteMemoryStore(path) as store:
+        store.configure_ann(settings)
+        async with create_ditto(
+            workers=[create_memory_worker(store, embedder=embedder)]
+        ) as runtime:
+            items = await seed(runtime, 150, namespaces=10)
+            await embedder.embed(["query"])
+            await ok(runtime, "MEMORY.SEARCH", request)
+            assert await anyio.to_thread.run_sync(store._index.wait_ann, 120) == "ready"
+    assert (tmp_path / "memory.sqlite.ann").exists()
+    assert (tmp_path / "memory.sqlite.ann.npz").exists()
+    caplog.clear()
+    async with SqliteMemoryStore(path) as store:
+        store.configure_ann(settings)
+        async with create_ditto(
+            workers=[create_memory_worker(store, embedder=embedder)]
+        ) as runtime:
+            hits = await ok(runtime, "MEMORY.SEARCH", request)
+            assert store._index.ann_state == "ready"  # loaded with the rows: nothing to wait for
+    assert "vector graph" not in caplog.text
+    texts = [item.content for item in items]
+    assert [hit.memory.content for hit in hits.hits] == brute_force(embedder, "query", texts, 7)

@@ -28,7 +28,14 @@ import numpy.typing as npt
 from ditto.errors import InvalidInputError
 from ditto.extras import install_hint
 
-__all__ = ("CHUNK_BITS", "AnnSettings", "ApproximateIndex", "chunk_key", "record_of")
+__all__ = (
+    "CHUNK_BITS",
+    "AnnSettings",
+    "ApproximateIndex",
+    "chunk_key",
+    "new_graph",
+    "record_of",
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +137,16 @@ class ApproximateIndex:
     def building(self) -> bool:
         return self._pending is not None
 
+    @property
+    def graph(self) -> Any:
+        """The usearch index (``None`` until built)."""
+        return self._graph
+
+    def adopt(self, graph: Any) -> None:
+        """Use a graph built before (loaded from a file) instead of building one."""
+        self._graph = graph
+        self.finished.set()
+
     def start(self, keys: Keys, vectors: npt.NDArray[np.float32]) -> None:
         """Build the graph over a snapshot of the rows (``keys``/``vectors`` are the caller's
         copies), in the background."""
@@ -145,7 +162,7 @@ class ApproximateIndex:
     def _link(self, keys: Keys, vectors: npt.NDArray[np.float32]) -> None:
         threads = self.settings.build_threads or os.cpu_count() or 1
         try:
-            graph = _new_graph(self.settings, self.dimension)
+            graph = new_graph(self.settings, self.dimension)
             step = 20_000  # batches: a discarded build stops within one
             for start in range(0, len(keys), step):
                 if self.discarded:
@@ -215,7 +232,7 @@ def _apply(
         graph.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=threads)
 
 
-def _new_graph(settings: AnnSettings, dimension: int) -> Any:
+def new_graph(settings: AnnSettings, dimension: int) -> Any:
     try:
         from usearch.index import Index
     except ImportError as exc:

@@ -20,14 +20,17 @@ exact until then, and exact again below half the threshold.
 
 from __future__ import annotations
 
-import heapq
+import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from workers.memory.retrieval.ann_file import SavedGraph, load_saved, projection, save_graph
 from workers.memory.retrieval.ann_index import (
+    CHUNK_BITS,
     AnnSettings,
     ApproximateIndex,
     Starter,
@@ -35,8 +38,12 @@ from workers.memory.retrieval.ann_index import (
     record_of,
 )
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
+from workers.memory.retrieval.topk import best_rows as _best_rows
+from workers.memory.retrieval.topk import block_candidates as _candidates
 
 __all__ = ("VectorIndex",)
+
+log = logging.getLogger(__name__)
 
 
 class VectorIndex:
@@ -66,6 +73,8 @@ class VectorIndex:
         self.ann_settings = ann or AnnSettings()
         self._starter = starter
         self._ann: ApproximateIndex | None = None
+        self.ann_file: Path | None = None
+        """Where the graph is saved (:meth:`save_ann`) and looked for before one is built."""
         self.generation = 0
         """The store generation this index reflects (SQL stores)."""
         self.lock = threading.RLock()
@@ -98,7 +107,9 @@ class VectorIndex:
         with self.lock:
             if self._ann is not None:
                 self._ann.discard()
+            saved_to = self.ann_file
             self.__init__(model, self.ann_settings, starter=self._starter)  # type: ignore[misc]
+            self.ann_file = saved_to
 
     def configure_ann(self, settings: AnnSettings) -> None:
         """Use ``settings`` from now on (a graph built with other ones is dropped)."""
@@ -136,6 +147,11 @@ class VectorIndex:
                 self._ann = ApproximateIndex(
                     self.ann_settings, self._matrix.shape[1], self.lock, self._starter
                 )
+                if self.ann_file is not None and self.model is not None:
+                    graph = load_saved(self.ann_file, self)
+                    if graph is not None:
+                        self._ann.adopt(graph)
+                        return
                 # Copies: the rows move and change while the graph is built from them.
                 self._ann.start(
                     self._keys[:count].copy(), np.ascontiguousarray(self._matrix[:count])
@@ -143,6 +159,56 @@ class VectorIndex:
         elif not threshold or count < threshold // 2:
             self._ann.discard()
             self._ann = None
+
+    def save_ann(self) -> bool:
+        """Save the graph to :attr:`ann_file` (when there is one, and a graph that is ready);
+        searches wait meanwhile (a few seconds at 1M rows). Whether it was saved."""
+        with self.lock:
+            ann = self._ann
+            if self.ann_file is None or ann is None or not ann.ready or self.model is None:
+                return False
+            count = len(self._ids)
+            saved = SavedGraph(
+                self.model.model_id,
+                self.model.dimension,
+                self.ann_settings,
+                self._keys[:count].copy(),
+                projection(self._matrix[:count]),
+                dict(self._names),
+            )
+            try:
+                save_graph(self.ann_file, ann.graph, saved)
+            except OSError as exc:  # the graph is a cache: the next open builds it again
+                log.warning("could not save the vector graph %s: %s", self.ann_file, exc)
+                return False
+            return True
+
+    def renumber(self, serial_of: dict[str, int]) -> npt.NDArray[np.uint64] | None:
+        """The keys each row would have if its record were numbered ``serial_of[id]`` (a saved
+        graph's numbering), ``None`` if a record is not in it. Call holding :attr:`lock`."""
+        count = len(self._ids)
+        try:
+            serials = np.fromiter(
+                (serial_of[item_id] for item_id in self._ids), dtype=np.uint64, count=count
+            )
+        except KeyError:
+            return None
+        chunks = self._keys[:count] & np.uint64((1 << CHUNK_BITS) - 1)
+        return (serials << np.uint64(CHUNK_BITS)) | chunks
+
+    def matrix_rows(self, count: int) -> Matrix:
+        """The first ``count`` rows (a view: hold :attr:`lock` while reading it)."""
+        return self._matrix[:count]
+
+    def adopt_numbering(self, keys: npt.NDArray[np.uint64], names: dict[int, str]) -> None:
+        """Number the records as a saved graph did (``keys`` from :meth:`renumber`)."""
+        count = len(self._ids)
+        self._keys[:count] = keys
+        self._owner[:count] = record_of(keys).astype(np.int64)
+        self._names = {
+            serial: item_id for serial, item_id in names.items() if item_id in self._rows
+        }
+        self._serial = max(self._names, default=-1) + 1
 
     def upsert(
         self, ids: Sequence[str], matrix: Matrix, counts: Sequence[int] | None = None
@@ -323,51 +389,3 @@ class VectorIndex:
             if fetch >= count:
                 return None
             fetch *= 4
-
-
-_MAX_BLOCK = 256
-_MIN_BLOCK = 8
-
-
-def _best_rows(scores: npt.NDArray[np.float32], k: int, id_of: Callable[[int], str]) -> list[int]:
-    """The rows of the ``k`` highest scores (in no order); ties at the cut go to the smaller id.
-
-    A full ``argpartition`` reads every score several times (about 0.1 ms per 10,000). Instead,
-    the maxima of fixed-size blocks bound the answer: the ``k`` best of those maxima are scores
-    of ``k`` different rows, so the ``k``-th best score overall is at least the ``k``-th best
-    maximum, and only the few scores at or above that bound are candidates — found in one
-    vectorised pass. Exact, whatever the data; it only gets slower (never wrong) when many
-    scores tie at the cut — sparse vectors sharing nothing with the query all score 0 — as
-    those rows are then ordered by id in Python (about 5 ms per 100,000 tied rows).
-    """
-    count = len(scores)
-    if k >= count:
-        return list(range(count))
-    candidates = _candidates(scores, k)
-    values = scores[candidates]
-    if len(candidates) == k:
-        return candidates.tolist()  # type: ignore[no-any-return]
-    cut = np.partition(values, len(values) - k)[len(values) - k]  # the k-th best score
-    above: list[int] = candidates[values > cut].tolist()
-    tied: list[int] = candidates[values == cut].tolist()
-    if len(above) + len(tied) > k:
-        tied = heapq.nsmallest(k - len(above), tied, key=id_of)
-    return above + tied
-
-
-def _candidates(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    """Rows that may be among the ``k`` best: every row scoring at least the ``k``-th best
-    block maximum (all rows when blocks would be too small to prune)."""
-    count = len(scores)
-    block = min(count // (4 * k), _MAX_BLOCK)  # at least 4 x k blocks: a tight bound
-    if block < _MIN_BLOCK:
-        return np.arange(count)
-    whole = count - count % block
-    bounds = scores[:whole].reshape(-1, block).max(axis=1)
-    if whole < count:  # the ragged tail's scores take part one by one
-        bounds = np.concatenate((bounds, scores[whole:]))
-    floor = np.partition(bounds, len(bounds) - k)[len(bounds) - k]
-    candidates = np.flatnonzero(scores >= floor)
-    # Fewer than k only if a score is NaN (vectors are checked finite on the way in): then
-    # every row is a candidate rather than an error.
-    return candidates if len(candidates) >= k else np.arange(count)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -156,6 +157,8 @@ class SqliteMemoryStore(
         self._clock = clock
         self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only, create_folder)
         self._index = VectorIndex()
+        if not read_only:  # the approximate graph is saved beside the file
+            self._index.ann_file = self.path.with_name(self.path.name + ".ann")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -165,7 +168,9 @@ class SqliteMemoryStore(
         self.cursor_secret = await self._threads.open()
 
     async def aclose(self) -> None:
-        """Apply pending usage counters, stop the threads and close every connection."""
+        """Apply pending usage counters, stop the threads and close every connection; save
+        the approximate vector graph, if one is in use, beside the file (``<file>.ann``)."""
+        await asyncio.wrap_future(VECTOR_THREAD.submit(self._index.save_ann))
         await self._threads.close()
 
     async def flush(self) -> None:
