@@ -54,7 +54,7 @@ def recall(found: list[list[str]], truth: list[list[str]]) -> float:
     )
 
 
-def measure(size: int, queries: int, rounds: int, settings: AnnSettings) -> None:
+async def measure(size: int, queries: int, rounds: int, settings: AnnSettings) -> None:
     base, questions = generate(size, queries)
     ids = [f"r{n:07d}" for n in range(size)]
     mask = np.random.default_rng(3).random(size) < ALLOWED
@@ -108,19 +108,15 @@ def measure(size: int, queries: int, rounds: int, settings: AnnSettings) -> None
 
     hit = recall(plain(False), plain(True))
     hit_filtered = recall(filtered(False), filtered(True))
-    figures: dict[str, Figure] = asyncio.run(
-        alternate(
-            {
-                "graph": lambda: timed([lambda q=q: index.top(q, K) for q in questions]),
-                "exact": lambda: timed(
-                    [lambda q=q: index.top(q, K, exact=True) for q in questions]
-                ),
-                "graph filtered": lambda: timed(
-                    [lambda q=q: ranked_filtered(index, q, K, matching, str) for q in questions]
-                ),
-            },
-            rounds,
-        )
+    figures: dict[str, Figure] = await alternate(
+        {
+            "graph": lambda: timed([lambda q=q: index.top(q, K) for q in questions]),
+            "exact": lambda: timed([lambda q=q: index.top(q, K, exact=True) for q in questions]),
+            "graph filtered": lambda: timed(
+                [lambda q=q: ranked_filtered(index, q, K, matching, str) for q in questions]
+            ),
+        },
+        rounds,
     )
     graph, exact, sieved = figures["graph"], figures["exact"], figures["graph filtered"]
     g50, g99 = graph.latency(0.5).median, graph.latency(0.99).median
@@ -141,9 +137,9 @@ def measure(size: int, queries: int, rounds: int, settings: AnnSettings) -> None
     index.reset(None)
 
 
-def main(sizes: list[int], queries: int, rounds: int, settings: AnnSettings) -> None:
+async def main(sizes: list[int], queries: int, rounds: int, settings: AnnSettings) -> None:
     for size in sizes:
-        measure(size, queries, rounds, settings)
+        await measure(size, queries, rounds, settings)
         gc.collect()
 
 
@@ -158,15 +154,17 @@ if __name__ == "__main__":
     parser.add_argument("--expansion-search", type=int, default=defaults.expansion_search)
     parser.add_argument("--build-threads", type=int, default=0)
     arguments = parser.parse_args()
-    main(
-        arguments.sizes,
-        arguments.queries,
-        arguments.rounds,
-        AnnSettings(
-            threshold=1,
-            connectivity=arguments.connectivity,
-            expansion_add=arguments.expansion_add,
-            expansion_search=arguments.expansion_search,
-            build_threads=arguments.build_threads,
-        ),
+    asyncio.run(
+        main(
+            arguments.sizes,
+            arguments.queries,
+            arguments.rounds,
+            AnnSettings(
+                threshold=1,
+                connectivity=arguments.connectivity,
+                expansion_add=arguments.expansion_add,
+                expansion_search=arguments.expansion_search,
+                build_threads=arguments.build_threads,
+            ),
+        )
     )

@@ -618,7 +618,7 @@ async def main(
         from workers.memory.retrieval.ann_index import AnnSettings
 
         print("vector ANN (the stores' VectorIndex, its graph against its exact search):")
-        ann_store.main(list(sizes), min(queries * 2, 500), rounds, AnnSettings())
+        await ann_store.main(list(sizes), min(queries * 2, 500), rounds, AnnSettings())
 
 
 if __name__ == "__main__":
