@@ -22,6 +22,10 @@ Measured:
   words, alternated in the same rounds, with the top-10 overlap against exact BM25 (FTS5 ranking
   every record that holds any of the query's words; target >= 0.99 at every size).
 
+* **Vector ANN** (``ann_store.py``, after the rest, unless ``--skip-vectors``): at each size,
+  the stores' vector index with its HNSW graph against its own exact search — recall@10 and
+  p50 / p99 of both, alternating — on synthetic MiniLM-like vectors (``ann_vectors.py``).
+
 Targets: WRITE batch >= 25,000 records/s; single writes (concurrent callers) >= 5,000/s; GET
 by id <= 2x raw; SEARCH at 100,000 records and more p50 <= 5 ms and p99 <= 20 ms; at 10,000
 records the store's keyword search no slower than the plain FTS5 OR query. The PostgreSQL store
@@ -580,6 +584,7 @@ async def main(
     batches: int,
     cache: Path | None = None,
     writes: bool = True,
+    vectors: bool = True,
 ) -> None:
     corpus = Corpus()
     rows: list[Row] = []
@@ -607,6 +612,13 @@ async def main(
             gc.collect()
     print_rows(rows)
     print("(SEARCH's raw column is the plain FTS5 OR query of the same words)")
+    if vectors:
+        import ann_store
+
+        from workers.memory.retrieval.ann_index import AnnSettings
+
+        print("vector ANN (the stores' VectorIndex, its graph against its exact search):")
+        await ann_store.main(list(sizes), min(queries * 2, 500), rounds, AnnSettings())
 
 
 if __name__ == "__main__":
@@ -617,6 +629,7 @@ if __name__ == "__main__":
     parser.add_argument("--batches", type=int, default=4, help="WRITE batches of 1,000 per round")
     parser.add_argument("--cache", type=Path, help="a folder to keep generated stores in (/tmp)")
     parser.add_argument("--skip-writes", action="store_true", help="measure reads only")
+    parser.add_argument("--skip-vectors", action="store_true", help="no vector ANN measurement")
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
     asyncio.run(
@@ -627,5 +640,6 @@ if __name__ == "__main__":
             arguments.batches,
             arguments.cache,
             not arguments.skip_writes,
+            not arguments.skip_vectors,
         )
     )

@@ -65,6 +65,16 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
             names the
             install command).
     """
+    from workers.memory.ports import VectorStore
+    from workers.memory.retrieval.ann_index import AnnSettings
+
+    store = _memory_store(settings, existing)
+    if isinstance(store, VectorStore):
+        store.configure_ann(AnnSettings(**settings.workers.memory.ann.model_dump()))
+    return store
+
+
+def _memory_store(settings: Settings, existing: bool) -> MemoryStore:
     from workers.memory import (
         InProcessMemoryStore,
         MemoryStoreError,

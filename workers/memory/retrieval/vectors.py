@@ -40,6 +40,7 @@ from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vector_index import VectorIndex
 
 __all__ = (
+    "APPROXIMATE_FETCH",
     "VECTOR_THREAD",
     "VectorIndex",
     "VectorState",
@@ -175,6 +176,12 @@ from one thread keeps those warm, where calls from several threads measured 10 m
 already uses every core for it."""
 
 
+APPROXIMATE_FETCH = 2048
+"""Most candidates a filtered search takes from the approximate graph before it goes exact:
+``limit`` passing among 2,048 near neighbours means the filter lets through more than about
+0.5 % of the records at ``limit`` 10 — below that an exact scan finds them surely."""
+
+
 def ranked_filtered(
     index: VectorIndex,
     query: Matrix,
@@ -186,11 +193,14 @@ def ranked_filtered(
 
     Takes the top candidates, keeps those ``matching`` accepts (it returns the records of the
     given ids that pass the filter, in any order), and widens the candidate set until ``limit``
-    pass or every vector was looked at.
+    pass or every vector was looked at. While the index answers from its approximate graph,
+    the candidates come from it up to :data:`APPROXIMATE_FETCH` of them; a filter that lets
+    fewer through (a small share of the records) is searched exactly from there on, so the
+    answer never has fewer records than the exact one.
     """
     fetch = max(4 * limit, 32)
     while True:
-        ids, scores = index.top(query, fetch)
+        ids, scores = index.top(query, fetch, exact=fetch > APPROXIMATE_FETCH)
         passed = matching(ids)
         if len(passed) >= limit or len(ids) < fetch:
             return _best(passed, dict(zip(ids, scores, strict=True)), limit, key)
@@ -208,12 +218,16 @@ async def ranked_filtered_async(
     network)."""
     fetch = max(4 * limit, 32)
     while True:
-        ranking = VECTOR_THREAD.submit(index.top, query, fetch)
+        ranking = VECTOR_THREAD.submit(_top, index, query, fetch)
         ids, scores = await asyncio.wrap_future(ranking)
         passed = await matching(ids)
         if len(passed) >= limit or len(ids) < fetch:
             return _best(passed, dict(zip(ids, scores, strict=True)), limit, key)
         fetch *= 4
+
+
+def _top(index: VectorIndex, query: Matrix, fetch: int) -> tuple[list[str], list[float]]:
+    return index.top(query, fetch, exact=fetch > APPROXIMATE_FETCH)
 
 
 def _best(

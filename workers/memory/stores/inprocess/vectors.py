@@ -11,6 +11,7 @@ from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.errors import conflict
 from workers.memory.model.filters import matches_filter
 from workers.memory.model.records import now_from
+from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vectors import (
     Vectors,
@@ -53,6 +54,9 @@ class InProcessVectors(InProcessState):
             chosen = vectors.select(rows)
             self._index.upsert([items[row].id for row in rows], chosen.matrix, chosen.counts)
         return len(rows)
+
+    def configure_ann(self, settings: AnnSettings) -> None:
+        self._index.configure_ann(settings)
 
     async def vector_state(self) -> VectorState:
         return self._state

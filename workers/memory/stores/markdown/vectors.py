@@ -17,6 +17,7 @@ from workers.memory.model.errors import conflict
 from workers.memory.model.filters import matches_filter
 from workers.memory.model.records import Clock, now_from, utc_now
 from workers.memory.ports import VectorStore
+from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vectors import (
     Vectors,
@@ -92,6 +93,9 @@ class MarkdownVectors(MarkdownBase, VectorStore):
         return [i for i, item in self._folder.items.items() if not self._has_vector(item, model)]
 
     # ----------------------------------------------------------------- the capability
+
+    def configure_ann(self, settings: AnnSettings) -> None:
+        self._folder.vectors.index.configure_ann(settings)
 
     async def vector_state(self) -> VectorState:
         return await self._run(lambda: self._folder.vectors.state)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from workers.memory.model.contracts import MemoryFilter, MemoryItem
 from workers.memory.model.records import now_from
+from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.vectors import Vectors, VectorState
 from workers.memory.stores.postgres import vectors as pg_vectors
@@ -17,6 +18,9 @@ __all__ = ("PostgresVectors",)
 
 class PostgresVectors(PostgresStoreBase):
     """Vectors of :class:`~workers.memory.stores.postgres.store.PostgresMemoryStore`."""
+
+    def configure_ann(self, settings: AnnSettings) -> None:
+        self._index.configure_ann(settings)
 
     async def vector_state(self) -> VectorState:
         async with self._connection() as connection:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -52,6 +53,7 @@ from workers.memory.ports import (
     UsageTracking,
     VectorStore,
 )
+from workers.memory.retrieval.ann_index import AnnSettings
 from workers.memory.retrieval.embeddings.base import EmbeddingModel, Matrix
 from workers.memory.retrieval.keyword import explained, keyword_request
 from workers.memory.retrieval.vectors import VECTOR_THREAD, VectorIndex, Vectors, VectorState
@@ -155,6 +157,8 @@ class SqliteMemoryStore(
         self._clock = clock
         self._threads = SqliteThreads(self.path, readers, busy_timeout_ms, read_only, create_folder)
         self._index = VectorIndex()
+        if not read_only:  # the approximate graph is saved beside the file
+            self._index.ann_file = self.path.with_name(self.path.name + ".ann")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -164,7 +168,9 @@ class SqliteMemoryStore(
         self.cursor_secret = await self._threads.open()
 
     async def aclose(self) -> None:
-        """Apply pending usage counters, stop the threads and close every connection."""
+        """Apply pending usage counters, stop the threads and close every connection; save
+        the approximate vector graph, if one is in use, beside the file (``<file>.ann``)."""
+        await asyncio.wrap_future(VECTOR_THREAD.submit(self._index.save_ann))
         await self._threads.close()
 
     async def flush(self) -> None:
@@ -303,6 +309,9 @@ class SqliteMemoryStore(
         self._threads.record_usage(list(ids), at)
 
     # ----------------------------------------------------------------- vectors
+
+    def configure_ann(self, settings: AnnSettings) -> None:
+        self._index.configure_ann(settings)
 
     async def vector_state(self) -> VectorState:
         return await self._threads.read(
