@@ -62,8 +62,7 @@ def build_memory_store(settings: Settings, *, existing: bool = False) -> MemoryS
     Raises:
         MemoryStoreError: ``STORE_UNAVAILABLE``: there is no SQLite file or Markdown folder
             (``existing``), or the postgres or mysql backend without its extra (the message
-            names the
-            install command).
+            names the install command).
     """
     from workers.memory.ports import VectorStore
     from workers.memory.retrieval.ann_index import AnnSettings
@@ -355,7 +354,7 @@ def build_retrieval_worker(settings: Settings, store: MemoryStore | None) -> Wor
                 embedder,
                 settings=build_search_settings(settings),
                 chunk_words=target.chunk_words,
-                cache=None if target.cache is None else Path(target.cache).expanduser(),
+                cache=target.cache,
             )
         else:
             providers[name] = _milvus_provider(name, target, embedder)

@@ -57,12 +57,13 @@ class VectorCache:
     """Vectors by model and text (see the module).
 
     Args:
-        path: The SQLite file to keep vectors in across processes (created with its folder);
-            ``None``: in memory only, for the texts of the last :meth:`embed`.
+        path: The SQLite file to keep vectors in across processes (created with its folder;
+            ``~`` is the home folder); ``None``: in memory only, for the texts of the last
+            :meth:`embed`.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None else Path(path).expanduser()
         self._recent: dict[tuple[EmbeddingModel, str], Matrix] = {}
         self.embedded = 0
         """Texts the last :meth:`embed` had to embed (the others came from the cache)."""

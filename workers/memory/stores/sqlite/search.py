@@ -23,8 +23,9 @@ from typing import Any
 from workers.memory.model.contracts import MemoryFilter
 from workers.memory.retrieval.keyword import calibrated
 from workers.memory.stores.sqlite.bm25 import read_statistics
+from workers.memory.stores.sqlite.recount import prepare_recount
 from workers.memory.stores.sqlite.sql import COLUMNS, match_expression, where_clause
-from workers.memory.stores.sqlite.topk import prepare_topk, top_k
+from workers.memory.stores.sqlite.topk import top_k
 
 __all__ = ("KeywordPlanner", "keyword_search", "prepare_connection")
 
@@ -50,7 +51,7 @@ class KeywordPlanner:
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         prepare_connection(connection)
-        prepare_topk(connection)
+        prepare_recount(connection)
         self.connection = connection
         self._terms: dict[str, tuple[str, ...]] = {}
 

@@ -40,16 +40,16 @@ read transaction, so the statistics, the postings and the rows are one snapshot.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from workers.memory.stores.sqlite.bm25 import K1, Statistics, row_lengths, term_score
+from workers.memory.stores.sqlite.recount import count_again
 from workers.memory.stores.sqlite.sql import match_expression
 
-__all__ = ("PAYS", "prepare_topk", "top_k")
+__all__ = ("PAYS", "top_k")
 
 _HOLDING_AT_ONCE = 256
 """Up to this many rows holding both an essential and a frequent word are counted again all at
@@ -64,18 +64,6 @@ PAYS = 0.5
 """The share of a query's postings pruning may score before FTS5's own ranking of every match
 is the cheaper plan: both score a posting in C at about the same cost, and pruning adds a few
 statements (the AND query, the filter, the recount) on top."""
-
-
-def prepare_topk(connection: sqlite3.Connection) -> None:
-    """Create the per-connection TEMP tables top-k re-tokenizes rows with."""
-    connection.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.candidate_text "
-        "USING fts5(key, summary, body, content='', tokenize='porter unicode61')"
-    )
-    connection.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.candidate_terms "
-        "USING fts5vocab(temp, candidate_text, 'instance')"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +286,7 @@ def _recounted(
     """The exact scores of ``docs`` from their terms counted again and their lengths."""
     if not docs:
         return
-    counts = _count_again(connection, docs, sorted(set(query.terms)))
+    counts = count_again(connection, docs, sorted(set(query.terms)))
     for doc, length in row_lengths(connection, docs):
         yield doc, query.score(counts[doc], length)
 
@@ -381,27 +369,3 @@ class _Filter:
             kept = set(self._keep(unknown))
             self._known.update((doc, doc in kept) for doc in unknown)
         return [doc for doc in docs if self._known[doc]]
-
-
-def _count_again(
-    connection: sqlite3.Connection, docs: list[int], terms: Sequence[str]
-) -> dict[int, dict[str, int]]:
-    """Each of ``docs``' frequency of each of ``terms``, by tokenizing their indexed text again
-    with the index's tokenizer (reading a frequent term's postings would cost its doclist)."""
-    # A contentless table: 'delete-all' empties it at once.
-    connection.execute("INSERT INTO temp.candidate_text(candidate_text) VALUES ('delete-all')")
-    connection.execute(
-        "INSERT INTO temp.candidate_text(rowid, key, summary, body) "
-        "SELECT f.rowid, f.key, f.summary, f.body FROM json_each(?) j "
-        "CROSS JOIN main.memory_fts f ON f.rowid = j.value",
-        (json.dumps(docs),),
-    )
-    counts: dict[int, dict[str, int]] = {doc: {} for doc in docs}
-    marks = ", ".join("?" * len(terms))
-    for term, doc, tf in connection.execute(
-        f"SELECT term, doc, count(*) FROM temp.candidate_terms WHERE term IN ({marks}) "
-        "GROUP BY term, doc",
-        list(terms),
-    ):
-        counts[doc][term] = tf
-    return counts
