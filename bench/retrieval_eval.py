@@ -1,14 +1,16 @@
 """Retrieval quality of each MEMORY.SEARCH strategy on judged datasets: recall@1/5/10, nDCG@10
 and query time, per strategy and dataset.
 
-Datasets (``bench/datasets.py``): ``sample`` (bundled, 40 documents) and ``longmemeval-s``
+Datasets (``bench/datasets.py``): ``sample`` (bundled, 40 documents), ``longmemeval-s``
 (LongMemEval_S: 500 questions, each searching its own haystack of ~47 chat sessions; 23,551
-documents, downloaded once), or any BEIR-format folder. Documents are written through the
-public API (``MEMORY.WRITE``: namespace, key = the document id, content = the text) into a
-SQLite store, which is kept in ``$DITTO_BENCH_CACHE/eval`` so a second run skips indexing; then
-every judged query runs through ``MEMORY.SEARCH`` (filtered to its namespace) with each
-strategy. Recall@k is the share of a query's relevant documents in its top k; nDCG@10 uses
-linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are averaged over queries.
+documents, downloaded once) and ``squad-dev`` (bundled: SQuAD v1.1's development set, 2,067
+Wikipedia paragraphs and one question of each), or any BEIR-format folder. Documents are
+written through the public API (``MEMORY.WRITE``: namespace, key = the document id, content =
+the text) into a SQLite store, which is kept in ``$DITTO_BENCH_CACHE/eval`` so a second run
+skips indexing; then every judged query runs through ``MEMORY.SEARCH`` (filtered to its
+namespace) with each strategy. Recall@k is the share of a query's relevant documents in its top
+k; nDCG@10 uses linear gains, ``gain / log2(rank + 1)``, over the ideal ordering. Both are
+averaged over queries.
 
 ``hybrid`` is the default strategy with an embedder (its default fusion); ``hybrid rrf`` and
 ``hybrid weighted`` are the other fusions for comparison (``--strategies`` picks some);
@@ -22,7 +24,7 @@ with ``--markdown``
 prints the README's table (``--update-readme`` writes it there). With
 ``--postgres URL`` the keyword strategy also runs on a PostgreSQL store of the same documents.
 
-    python3 tasks.py bench retrieval_eval                       # both datasets, MiniLM
+    python3 tasks.py bench retrieval_eval                       # the three datasets, MiniLM
     .venv/bin/python bench/retrieval_eval.py --data sample --embedder hashing
     .venv/bin/python bench/retrieval_eval.py --data ~/beir/scifact
 """
@@ -282,8 +284,8 @@ def main() -> None:
     parser.add_argument(
         "--data",
         action="append",
-        help="a dataset name (sample, longmemeval-s) or a BEIR folder; repeatable "
-        "(default: sample and longmemeval-s)",
+        help="a dataset name (sample, longmemeval-s, squad-dev) or a BEIR folder; repeatable "
+        "(default: all three)",
     )
     parser.add_argument(
         "--embedder",
@@ -320,7 +322,7 @@ def main() -> None:
     embedder: Embedder = MiniLMEmbedder() if arguments.embedder == "minilm" else HashingEmbedder()
     chosen = [entry for entry in STRATEGIES if entry[0] in (arguments.strategies or [entry[0]])]
     runs = []
-    for name in arguments.data or ["sample", "longmemeval-s"]:
+    for name in arguments.data or ["sample", "squad-dev", "longmemeval-s"]:
         loaded = load(name)
         if arguments.questions:
             loaded = first_queries(loaded, arguments.questions)

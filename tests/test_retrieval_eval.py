@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).parents[1]
 
@@ -48,6 +52,39 @@ def test_the_loader_reads_beir_folders(tmp_path: Path) -> None:
     data = _harness("datasets").load(str(tmp_path))
     assert [(doc.key, doc.text) for doc in data.documents] == [("d1", "T\nbody"), ("2", "two")]
     assert data.judgements == {"q1": {"d1": 1.0}}  # zero scores and unknown queries left out
+
+
+def test_the_loader_reads_gzipped_beir_files(tmp_path: Path) -> None:
+    files = {
+        "corpus.jsonl": '{"_id": "d1", "title": "T", "text": "body"}\n',
+        "queries.jsonl": '{"_id": "q1", "text": "what"}\n',
+        "qrels.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t2\n",
+    }
+    for name, text in files.items():
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(text.encode()))
+    data = _harness("datasets").load(str(tmp_path))
+    assert [(doc.key, doc.text) for doc in data.documents] == [("d1", "T\nbody")]
+    assert data.judgements == {"q1": {"d1": 2.0}}
+
+
+def test_the_bundled_squad_set_loads_with_one_paragraph_per_question() -> None:
+    data = _harness("datasets").load("squad-dev")
+    assert (len(data.documents), len(data.queries), len(data.judgements)) == (2067, 2067, 2067)
+    assert all(len(relevant) == 1 for relevant in data.judgements.values())
+    first = data.documents[0]
+    assert first.key == "Super_Bowl_50-0"
+    assert first.text.startswith("Super Bowl 50\nSuper Bowl 50 was an American football game")
+
+
+def test_a_changed_bundled_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    datasets = _harness("datasets")
+    copy = tmp_path / "squad_dev"
+    shutil.copytree(datasets.SQUAD_DEV, copy)
+    qrels = copy / "qrels.tsv.gz"
+    qrels.write_bytes(gzip.compress(gzip.decompress(qrels.read_bytes()) + b"extra\tline\t1\n"))
+    monkeypatch.setattr(datasets, "SQUAD_DEV", copy)
+    with pytest.raises(SystemExit, match=r"qrels\.tsv\.gz is not the expected file"):
+        datasets.load("squad-dev")
 
 
 def test_sessions_join_consecutive_documents_and_keep_the_best_gain() -> None:
