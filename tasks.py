@@ -13,7 +13,8 @@ needs on first use (again only when ``pyproject.toml`` changes).
     python3 tasks.py imports           lint-imports: the layer and import contracts
     python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
     python3 tasks.py build             dist/: the wheel, and its dependencies' wheels (extras
-                                       postgres, mysql, embeddings, mcp, ui, ann) for an offline install
+                                       postgres, mysql, embeddings, mcp, ui, ann) for an offline
+                                       install
     python3 tasks.py run SCRIPT [ARGS] run a script (an example) with the project installed
 """
 
