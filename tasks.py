@@ -13,8 +13,8 @@ needs on first use (again only when ``pyproject.toml`` changes).
     python3 tasks.py imports           lint-imports: the layer and import contracts
     python3 tasks.py bench [NAME]      run bench/*.py (or one of them), printing ratios
     python3 tasks.py build             dist/: the wheel, and its dependencies' wheels (extras
-                                       postgres, mysql, embeddings, mcp, ui, ann) for an offline
-                                       install
+                                       postgres, mysql, embeddings, e5, mcp, ui, ann) for an
+                                       offline install
     python3 tasks.py run SCRIPT [ARGS] run a script (an example) with the project installed
 """
 
@@ -36,12 +36,24 @@ STAMP = VENV / ".ditto-install.json"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
-TEST_EXTRAS = ("dev", "postgres", "mysql", "embeddings", "mcp", "otel", "ui", "retrieval", "ann")
+TEST_EXTRAS = (
+    "dev",
+    "postgres",
+    "mysql",
+    "embeddings",
+    "e5",
+    "mcp",
+    "otel",
+    "ui",
+    "retrieval",
+    "ann",
+)
 BENCH_EXTRAS = (
     "dev",
     "postgres",
     "mysql",
     "embeddings",
+    "e5",
     "mcp",
     "otel",
     "ui",
@@ -177,7 +189,7 @@ def bench(args: Sequence[str]) -> None:
         _run(PYTHON, ROOT / "bench" / f"{name}.py")
 
 
-WHEEL_EXTRAS = ("postgres", "mysql", "embeddings", "mcp", "ui", "ann")
+WHEEL_EXTRAS = ("postgres", "mysql", "embeddings", "e5", "mcp", "ui", "ann")
 """The extras whose dependencies ``build`` collects beside the wheel."""
 
 

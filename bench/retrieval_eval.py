@@ -50,6 +50,7 @@ from datasets import Dataset, cache_dir, first_queries, load, sessions
 from ditto import Ditto, create_ditto
 from workers.memory import SqliteMemoryStore, create_memory_worker
 from workers.memory.retrieval.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder
+from workers.memory.retrieval.embeddings.e5 import E5SmallEmbedder
 from workers.memory.retrieval.embeddings.minilm import installed_model_dir
 
 CUTOFFS = (1, 5, 10)
@@ -289,9 +290,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--embedder",
-        choices=("minilm", "hashing"),
+        choices=("minilm", "e5-small", "hashing"),
         default="minilm" if installed_model_dir() is not None else "hashing",
-        help="minilm (default when installed) or hashing",
+        help="minilm (default when installed), e5-small (ditto models install e5-small) or hashing",
     )
     parser.add_argument(
         "--postgres",
@@ -319,7 +320,11 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print the README table")
     parser.add_argument("--update-readme", action="store_true", help="write it into README.md")
     arguments = parser.parse_args()
-    embedder: Embedder = MiniLMEmbedder() if arguments.embedder == "minilm" else HashingEmbedder()
+    embedder: Embedder = {
+        "minilm": MiniLMEmbedder,
+        "e5-small": E5SmallEmbedder,
+        "hashing": HashingEmbedder,
+    }[arguments.embedder]()
     chosen = [entry for entry in STRATEGIES if entry[0] in (arguments.strategies or [entry[0]])]
     runs = []
     for name in arguments.data or ["sample", "squad-dev", "longmemeval-s"]:

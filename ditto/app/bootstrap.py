@@ -120,13 +120,13 @@ def _memory_store(settings: Settings, existing: bool) -> MemoryStore:
 def build_embedder(settings: Settings) -> Embedder | None:
     """The embedder of ``workers.memory.embedder`` (``None`` for keyword search only)."""
     from workers.memory.retrieval.embeddings import HashingEmbedder, MiniLMEmbedder
+    from workers.memory.retrieval.embeddings.e5 import E5SmallEmbedder
 
     embedder = settings.workers.memory.embedder
     if embedder.kind == "hashing":
         return HashingEmbedder(embedder.dimension)
-    if embedder.kind == "minilm":
-        return MiniLMEmbedder()
-    return None
+    models = {"minilm": MiniLMEmbedder, "e5-small": E5SmallEmbedder}
+    return models[embedder.kind]() if embedder.kind in models else None
 
 
 def build_search_settings(settings: Settings) -> SearchSettings:

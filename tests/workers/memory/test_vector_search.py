@@ -410,3 +410,75 @@ async def test_confidence_fusion_ignores_a_leg_whose_scores_are_flat(env: Env) -
     assert top.memory.content == "alpha zebra sighting"
     assert top.explain["vector_weight"] == 0
     assert math.isclose(top.score, top.explain["keyword_score"])
+
+
+class _SidedEmbedder(CallableEmbedder):
+    """Pinned vectors, and an ``embed_query`` side that logs what it embeds (as e5's ``query:``
+    prefix would): searches must embed their query there and records through ``embed``."""
+
+    def __init__(self, vectors: dict[str, list[float]], default: list[float]) -> None:
+        self.sides: list[tuple[str, list[str]]] = []
+        self._pinned = vectors
+        self._default = default
+        super().__init__(self._passages, "sided", 3)
+
+    def _passages(self, texts: list[str]) -> list[list[float]]:
+        self.sides.append(("passage", list(texts)))
+        return [self._pinned.get(text, self._default) for text in texts]
+
+    async def embed_query(self, texts: list[str]) -> list[list[float]]:
+        self.sides.append(("query", list(texts)))
+        return [self._pinned.get(text, self._default) for text in texts]
+
+
+async def test_searches_embed_their_query_on_the_embedders_query_side(env: Env) -> None:
+    embedder = _SidedEmbedder({"alpha": [1, 0, 0], "alpha note 3": [1, 0.1, 0]}, [0, 1, 0])
+    runtime = await env.runtime(embedder=embedder)
+    notes = [f"alpha note {n}" for n in range(6)]
+    await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": note} for note in notes]})
+    for strategy, options in (("vector", {}), ("hybrid", {}), ("hybrid", {"rerank": "embedding"})):
+        embedder.sides.clear()
+        payload = {"query": "alpha", "strategy": strategy, "options": options}
+        output = await ok(runtime, "MEMORY.SEARCH", payload)
+        assert output.hits[0].memory.content == "alpha note 3"
+        assert ("query", ["alpha"]) in embedder.sides, strategy
+        passages = [text for side, texts in embedder.sides if side == "passage" for text in texts]
+        assert "alpha" not in passages, strategy  # the query never went through embed()
+    # Records were embedded as passages, once each.
+    assert all(side == "passage" for side, _ in embedder.sides if _ != ["alpha"])
+
+
+class _FlooredEmbedder(CallableEmbedder):
+    cosine_floor = 0.77
+
+
+async def test_a_declared_cosine_floor_lets_a_crowded_vector_leg_count(env: Env) -> None:
+    # e5's cosines crowd near the top: the relevant note at 0.9, the rest at 0.8. Measured from
+    # 0 the vector leg looks flat and the keyword leg's pick (the note that repeats the word)
+    # wins; measured from the embedder's floor the vector leg's pick does.
+    def vectors(texts: list[str]) -> list[list[float]]:
+        pinned = {"alpha": [1, 0, 0], "alpha note 7": [0.9, math.sqrt(1 - 0.81), 0]}
+        return [pinned.get(text, [0.8, 0.6, 0]) for text in texts]
+
+    notes = [f"alpha note {n}" for n in range(12)] + ["alpha alpha alpha note"]
+    plain_embedder = CallableEmbedder(vectors, "crowded", 3)
+    writer = await env.runtime(embedder=plain_embedder)
+    await ok(writer, "MEMORY.WRITE", {"memories": [{"content": note} for note in notes]})
+    tops = []
+    for embedder in (plain_embedder, _FlooredEmbedder(vectors, "crowded", 3)):
+        runtime = await env.runtime(embedder=embedder)
+        output = await ok(
+            runtime, "MEMORY.SEARCH", {"query": "alpha", "options": {"explain": True}}
+        )
+        tops.append(output.hits[0])
+    plain, floored = tops
+    assert plain.memory.content == "alpha alpha alpha note"
+    assert plain.explain["vector_weight"] < 0.5
+    assert floored.memory.content == "alpha note 7"
+    assert floored.explain["vector_weight"] > 0.5
+    assert math.isclose(floored.explain["vector_score"], 0.9, rel_tol=1e-5)  # still the cosine
+    assert math.isclose(
+        floored.score,
+        floored.explain["vector_contribution"] + floored.explain["keyword_contribution"],
+        rel_tol=1e-9,
+    )

@@ -8,8 +8,10 @@
 * ``hybrid`` — both legs, each over-fetching ``max(overfetch × limit, 20)`` candidates, fused:
 
   - ``confidence`` (the default): a weighted mean of the legs' calibrated scores (cosine
-    clipped to [0, 1]; the keyword score as the store reports it), where each leg's weight is
-    its *confidence* for this query: how sharply its best candidate stands out from its 10th,
+    measured from the embedder's ``cosine_floor`` — the cosine of an unrelated text, 0 unless
+    it declares one; the leg's lowest candidate's if that is lower — and clipped to [0, 1];
+    the keyword score as the store reports it), where each leg's weight is its *confidence*
+    for this query: how sharply its best candidate stands out from its 10th,
     ``((s₁ - s₁₀) / s₁)²`` (its last, with fewer). A leg whose scores are flat — a weak
     embedder on this query, or a keyword leg matching one common word everywhere — counts
     little; a leg that singles records out counts much, so the fusion follows the leg that
@@ -52,7 +54,12 @@ from ditto.runtime.context import NodeContext
 from workers.memory.model.contracts import MemoryItem, SearchHit, SearchInput, SearchOutput
 from workers.memory.model.errors import MemoryStoreError, SearchUnavailableError
 from workers.memory.ports import KeywordSearch, MemoryStore, VectorStore
-from workers.memory.retrieval.embeddings.base import Embedder, embed_texts, model_of
+from workers.memory.retrieval.embeddings.base import (
+    Embedder,
+    cosine_floor_of,
+    embed_texts,
+    model_of,
+)
 from workers.memory.retrieval.recency import STRATEGY as RECENT_KEYWORD
 from workers.memory.retrieval.recency import recency_search
 from workers.memory.retrieval.rerank import (
@@ -79,6 +86,9 @@ _MISSING_TTL = 5.0
 class _Leg:
     name: str
     ranked: list[tuple[MemoryItem, float]]
+    floor: float = 0.0
+    """The score of an unrelated record, which the confidence fusion measures scores from: for
+    the vector leg the embedder's ``cosine_floor``, or its lowest candidate's cosine if lower."""
 
 
 class SearchEngine:
@@ -103,6 +113,7 @@ class SearchEngine:
         self.store = store
         self.embedder = embedder
         self.model = model_of(embedder) if embedder is not None else None
+        self.floor = cosine_floor_of(embedder) if embedder is not None else 0.0
         self.settings = settings or SearchSettings()
         builtin = builtin_rerankers(embedder) if embedder is not None else {}
         self.rerankers: dict[str, RerankerFactory] = {**builtin, **(rerankers or {})}
@@ -194,9 +205,12 @@ class SearchEngine:
             )
         if not isinstance(self.store, VectorStore):  # the worker refuses this pairing first
             raise SearchUnavailableError()
-        query = await embed_texts(self.embedder, [input.query])
+        query = await embed_texts(self.embedder, [input.query], queries=True)
         ranked = await self.store.vector_search(self.model, query[0], input.filter, limit)
-        return _Leg("vector", ranked)
+        # The declared floor is a same-language figure: a query in another language than the
+        # records sits lower on every record, so the leg's own lowest candidate bounds it.
+        floor = min(self.floor, min(score for _, score in ranked)) if ranked else self.floor
+        return _Leg("vector", ranked, max(floor, 0.0))
 
     async def _hybrid(
         self, input: SearchInput, limit: int, settings: SearchSettings, explain: bool
@@ -247,7 +261,10 @@ _Contributions = list[tuple[float, list[float]]]
 def _confidence_fusion(
     legs: tuple[tuple[_Leg, float], ...], settings: SearchSettings
 ) -> _Contributions:
-    calibrated = [[min(max(score, 0.0), 1.0) for _, score in leg.ranked] for leg, _ in legs]
+    calibrated = [
+        [min(max((score - leg.floor) / (1.0 - leg.floor), 0.0), 1.0) for _, score in leg.ranked]
+        for leg, _ in legs
+    ]
     confidences = [
         weight * _confidence(scores) for (_, weight), scores in zip(legs, calibrated, strict=True)
     ]

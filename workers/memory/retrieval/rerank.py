@@ -40,7 +40,12 @@ from ditto.errors import ErrorCode
 from workers.memory.model.contracts import SearchHit
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.retrieval.chunking import chunks, window_of
-from workers.memory.retrieval.embeddings.base import Embedder, Matrix, embed_texts
+from workers.memory.retrieval.embeddings.base import (
+    Embedder,
+    Matrix,
+    embed_texts,
+    embeds_queries_apart,
+)
 from workers.memory.retrieval.vectors import vector_text
 
 if TYPE_CHECKING:
@@ -175,9 +180,13 @@ class EmbeddingReranker:
         self, query: str, hits: Sequence[SearchHit], limit: int, ctx: NodeContext | None = None
     ) -> list[SearchHit]:
         pieces = [chunks(vector_text(hit.memory), self._window, _MAX_CHUNKS) for hit in hits]
-        texts = [query] + [piece for candidate in pieces for piece in candidate]
-        vectors = await embed_texts(self._embedder, texts)
-        cosines = vectors[1:] @ vectors[0]
+        passages = [piece for candidate in pieces for piece in candidate]
+        if embeds_queries_apart(self._embedder):  # a query: prefix of its own (e5)
+            asked = await embed_texts(self._embedder, [query], queries=True)
+            cosines = await embed_texts(self._embedder, passages) @ asked[0]
+        else:  # one batch for the query and the passages
+            vectors = await embed_texts(self._embedder, [query, *passages])
+            cosines = vectors[1:] @ vectors[0]
         best = _best_per_candidate(cosines, [len(candidate) for candidate in pieces])
         relevance = _relevance(hits)
         scored = []

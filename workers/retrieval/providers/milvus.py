@@ -256,7 +256,7 @@ class MilvusProvider:
         if not isinstance(explain, bool):
             raise invalid("options.explain must be true or false")
         expression = milvus_filter(request.filter)
-        vector = (await embed_texts(self.embedder, [request.query]))[0].tolist()
+        vector = (await embed_texts(self.embedder, [request.query], queries=True))[0].tolist()
         params: dict[str, Any] = {"metric_type": "COSINE"}
         if self.index == "HNSW":
             params["params"] = {"ef": max(request.limit, 64)}

@@ -19,6 +19,7 @@ from workers.memory.retrieval.embeddings import (
     embed_texts,
     model_of,
 )
+from workers.memory.retrieval.embeddings.e5 import E5SmallEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +46,7 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     # Small batches, so one call spans several forward passes of differently padded texts.
     "minilm": lambda: MiniLMEmbedder(batch_size=2),
     "callable": lambda: CallableEmbedder(_character_histogram, "test/char-histogram-16", 16),
+    "e5-small": lambda: E5SmallEmbedder(threads=2),
 }
 
 TEXTS = [

@@ -20,7 +20,15 @@ import numpy.typing as npt
 from ditto.errors import DittoError, ErrorCode, InvalidInputError
 from workers.memory.model.errors import MemoryStoreError
 
-__all__ = ("Embedder", "EmbeddingModel", "Matrix", "embed_texts", "model_of")
+__all__ = (
+    "Embedder",
+    "EmbeddingModel",
+    "Matrix",
+    "cosine_floor_of",
+    "embed_texts",
+    "embeds_queries_apart",
+    "model_of",
+)
 
 logger = logging.getLogger("ditto.workers.memory.embeddings")
 
@@ -38,6 +46,17 @@ class Embedder(Protocol):
     Optional: ``window`` (an ``int``, in words) — how much of a text the model reads. A record
     longer than that is embedded in overlapping chunks, one vector each
     (:mod:`~workers.memory.retrieval.chunking`); without it every text is embedded whole.
+
+    Optional: ``async embed_query(texts)`` — vectors for search queries, for a model trained
+    with different inputs for a query and a passage (e5's ``query:`` and ``passage:``
+    prefixes). Searches embed their query with it; records, chunks and candidates always go
+    through ``embed``. Without it a query is embedded like any text.
+
+    Optional: ``cosine_floor`` (a ``float`` in [0, 1)) — the cosine a query typically has
+    with an unrelated text. MiniLM's is about 0.05 (it declares none: 0); e5's about 0.77,
+    so its relevant texts score 0.85-0.9 and unrelated ones 0.75-0.8. The hybrid fusion
+    measures a vector leg's scores from it (``(cosine - floor) / (1 - floor)``), or the leg
+    would look flat on every query and count for nothing.
     """
 
     model_id: str
@@ -78,12 +97,36 @@ def model_of(embedder: Embedder) -> EmbeddingModel:
     return EmbeddingModel(embedder.model_id, embedder.dimension)
 
 
+def embeds_queries_apart(embedder: Embedder) -> bool:
+    """Whether ``embedder`` has its own ``embed_query`` for search queries."""
+    return inspect.iscoroutinefunction(getattr(embedder, "embed_query", None))
+
+
+def cosine_floor_of(embedder: Embedder) -> float:
+    """The embedder's ``cosine_floor`` (0 when it declares none).
+
+    Raises:
+        InvalidInputError: A ``cosine_floor`` that is not a number in [0, 1).
+    """
+    floor = getattr(embedder, "cosine_floor", None)  # optional in the Embedder port
+    if floor is None:
+        return 0.0
+    if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor < 1:
+        raise InvalidInputError("an embedder's cosine_floor must be a number from 0 to below 1")
+    return float(floor)
+
+
 def _failed(message: str) -> MemoryStoreError:
     return MemoryStoreError(message, code=ErrorCode.EMBEDDING_FAILED)
 
 
-async def embed_texts(embedder: Embedder, texts: Sequence[str], *, batch_size: int = 64) -> Matrix:
+async def embed_texts(
+    embedder: Embedder, texts: Sequence[str], *, batch_size: int = 64, queries: bool = False
+) -> Matrix:
     """Embed ``texts`` in batches and check the result.
+
+    ``queries=True`` embeds search queries: through the embedder's ``embed_query`` when it has
+    one (see :class:`Embedder`), else through ``embed``.
 
     Returns:
         A ``(len(texts), dimension)`` float32 matrix of L2-normalised rows (an all-zero vector
@@ -97,11 +140,14 @@ async def embed_texts(embedder: Embedder, texts: Sequence[str], *, batch_size: i
     dimension = embedder.dimension
     if not texts:
         return np.zeros((0, dimension), dtype=np.float32)
+    embed = embedder.embed
+    if queries and embeds_queries_apart(embedder):
+        embed = embedder.embed_query  # type: ignore[attr-defined]
     parts: list[Matrix] = []
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
         try:
-            raw = await embedder.embed(batch)
+            raw = await embed(batch)
         except DittoError:
             raise
         except Exception as exc:
