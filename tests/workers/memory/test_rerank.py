@@ -89,6 +89,26 @@ async def test_embedding_rerank_follows_the_query_as_its_weight_grows() -> None:
     assert all(0.0 <= (hit.score or 0.0) <= 1.0 for hit in mixed)
 
 
+class _FlooredHashing(HashingEmbedder):
+    cosine_floor = 0.5
+
+
+async def test_embedding_rerank_measures_the_cosine_from_the_embedders_floor() -> None:
+    items = await written([SAME, OTHER])
+    query = "postgres durably keeps memory records"
+    plain = await EmbeddingReranker(EMBEDDER, 1.0).rerank(query, hits(items, [1.0, 0.9], True), 2)
+    floored = await EmbeddingReranker(_FlooredHashing(256), 1.0).rerank(
+        query, hits(items, [1.0, 0.9], True), 2
+    )
+    assert contents(floored) == contents(plain) == [OTHER, SAME]
+    for before, after in zip(plain, floored, strict=True):
+        assert before.explain is not None
+        assert after.explain is not None
+        cosine = before.explain["embedding_cosine"]
+        assert after.explain["embedding_cosine"] == pytest.approx(cosine)  # still the cosine
+        assert after.score == pytest.approx(max(cosine - 0.5, 0.0) / 0.5)
+
+
 async def test_embedding_rerank_scores_a_long_record_by_its_best_chunk() -> None:
     filler = " ".join(f"filler{number % 50} words" for number in range(300))
     long_text = f"{filler} the garage door code is kept in the blue notebook"

@@ -20,7 +20,8 @@ one, in [0, 1], so they read every fusion alike (confidence scores are already c
   candidate's best *chunk* (:func:`~workers.memory.retrieval.chunking.chunks`: the embedder's
   window, else ``_CHUNK_WORDS`` words, at most ``_MAX_CHUNKS``), so a long record whose
   relevant passage lies past the embedder's window (MiniLM reads 256 word pieces) is seen whole:
-  ``score = (1 − w) · relevance + w · clip(cosine, 0, 1)`` with ``w = rerank_weight``. Both
+  ``score = (1 − w) · relevance + w · clip(cosine, 0, 1)`` with ``w = rerank_weight`` (the cosine
+  measured from the embedder's ``cosine_floor``, as the hybrid fusion does). Both
   terms are in [0, 1], so the score is too.
 
 A cross-encoder belongs behind the same port (its ``rerank`` scores ``(query, text)`` pairs);
@@ -43,6 +44,7 @@ from workers.memory.retrieval.chunking import chunks, window_of
 from workers.memory.retrieval.embeddings.base import (
     Embedder,
     Matrix,
+    cosine_floor_of,
     embed_texts,
     embeds_queries_apart,
 )
@@ -175,6 +177,7 @@ class EmbeddingReranker:
         self._embedder = embedder
         self._weight = weight
         self._window = window_of(embedder) or _CHUNK_WORDS
+        self._floor = cosine_floor_of(embedder)
 
     async def rerank(
         self, query: str, hits: Sequence[SearchHit], limit: int, ctx: NodeContext | None = None
@@ -191,7 +194,7 @@ class EmbeddingReranker:
         relevance = _relevance(hits)
         scored = []
         for position, hit in enumerate(hits):
-            cosine = min(max(best[position], 0.0), 1.0)
+            cosine = min(max((best[position] - self._floor) / (1.0 - self._floor), 0.0), 1.0)
             score = (1 - self._weight) * relevance[position] + self._weight * cosine
             detail = {
                 "embedding_cosine": best[position],
