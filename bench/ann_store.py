@@ -84,7 +84,7 @@ async def measure(size: int, queries: int, rounds: int, settings: AnnSettings) -
     print(
         f"{size:,} rows x {DIMENSION}-d (synthetic MiniLM-like): exact index and vectors "
         f"{exact_memory / 2**20:,.0f} MiB; graph M{settings.connectivity}/"
-        f"efc{settings.expansion_add}/ef{settings.expansion_search} {state} after "
+        f"efc{settings.expansion_add}/ef{settings.expansion_search}/{settings.dtype} {state} after "
         f"{seconds:.1f} s in the background, +{graph_memory / 2**20:,.0f} MiB; "
         f"load {os.getloadavg()[0]:.1f}",
         flush=True,
@@ -153,6 +153,7 @@ if __name__ == "__main__":
     parser.add_argument("--expansion-add", type=int, default=defaults.expansion_add)
     parser.add_argument("--expansion-search", type=int, default=defaults.expansion_search)
     parser.add_argument("--build-threads", type=int, default=0)
+    parser.add_argument("--dtype", choices=("f32", "f16"), default=defaults.dtype)
     arguments = parser.parse_args()
     asyncio.run(
         main(
@@ -165,6 +166,7 @@ if __name__ == "__main__":
                 expansion_add=arguments.expansion_add,
                 expansion_search=arguments.expansion_search,
                 build_threads=arguments.build_threads,
+                dtype=arguments.dtype,
             ),
         )
     )

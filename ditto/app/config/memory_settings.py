@@ -112,6 +112,9 @@ class AnnIndexSettings(_Strict):
     """HNSW ``ef`` of a search: recall against latency."""
     build_threads: int = Field(0, ge=0, le=1024)
     """Threads a graph build uses; 0: every core."""
+    dtype: Literal["f32", "f16"] = "f32"
+    """How the graph stores its copy of the vectors: ``f16`` halves its memory and its build
+    and search time, at a small cost in recall."""
 
 
 class MemorySearchSettings(_Strict):

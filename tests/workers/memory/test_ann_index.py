@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -186,7 +187,33 @@ def test_settings_are_checked() -> None:
         AnnSettings(connectivity=1)
     with pytest.raises(InvalidInputError):
         AnnSettings(threshold=-1)
+    with pytest.raises(InvalidInputError, match="dtype"):
+        AnnSettings(dtype="i8")
     assert not AnnSettings(threshold=0).enabled
+
+
+def test_a_half_precision_graph_agrees_with_exact_search() -> None:
+    half = AnnSettings(
+        threshold=1_000, connectivity=16, expansion_add=100, expansion_search=128, dtype="f16"
+    )
+    index, _ = built(settings=half)
+    assert index.ann_state == "ready"
+    assert index.ann_settings.dtype == "f16"
+    queries = clustered(100, seed=2)
+    assert recall(index, queries) >= 0.95
+    found, scores = index.top(queries[0], 10)
+    assert scores == sorted(scores, reverse=True)
+    exact, exact_scores = index.top(queries[0], 10, exact=True)
+    # The cosines come from the half-precision copy: close to the exact ones, not equal.
+    by_id = dict(zip(exact, exact_scores, strict=True))
+    gaps = [
+        abs(score - by_id[record])
+        for record, score in zip(found, scores, strict=True)
+        if record in by_id
+    ]
+    assert gaps
+    assert max(gaps) < 2e-3
+    assert max(gaps) > 1e-5  # an f32 graph's cosines match exact search's to about 1e-7
 
 
 def test_a_saved_graph_is_used_again_only_for_the_same_rows(
@@ -240,6 +267,15 @@ def test_a_saved_graph_is_used_again_only_for_the_same_rows(
     broken, held = reopened(order, vectors)
     assert broken.ann_state == "building"
     assert "not the one described" in caplog.text
+    caplog.clear()
+    first.save_ann()  # whole again, then read with half precision: other graph settings
+    half = VectorIndex(
+        MODEL, AnnSettings(**{**asdict(SETTINGS), "dtype": "f16"}), starter=held.append
+    )
+    half.ann_file = path
+    half.upsert(ids, vectors)
+    assert half.ann_state == "building"
+    assert "other graph settings" in caplog.text
     caplog.clear()
     path.unlink()
     missing, held = reopened(order, vectors)
