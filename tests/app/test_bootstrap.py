@@ -215,11 +215,11 @@ def test_the_ann_settings_reach_the_store_vector_index(tmp_path: Path) -> None:
     config = tmp_path / "ditto.yaml"
     config.write_text(
         "workers:\n  memory:\n    backend: inprocess\n"
-        "    ann: {threshold: 5000, expansion_search: 128, dtype: f16}\n"
+        "    ann: {threshold: 5000, expansion_search: 128, dtype: f32}\n"
     )
     store = build_memory_store(load_config(config, env={}))
     configured = store._index.ann_settings  # type: ignore[attr-defined]
-    assert configured == AnnSettings(threshold=5000, expansion_search=128, dtype="f16")
+    assert configured == AnnSettings(threshold=5000, expansion_search=128, dtype="f32")
     default = build_memory_store(load_config(env={}))
     assert default._index.ann_settings == AnnSettings()  # type: ignore[attr-defined]
     config.write_text("workers:\n  memory:\n    ann: {threshold: -1}\n")

@@ -112,9 +112,9 @@ class AnnIndexSettings(_Strict):
     """HNSW ``ef`` of a search: recall against latency."""
     build_threads: int = Field(0, ge=0, le=1024)
     """Threads a graph build uses; 0: every core."""
-    dtype: Literal["f32", "f16"] = "f32"
-    """How the graph stores its copy of the vectors: ``f16`` halves its memory and its build
-    and search time, at a small cost in recall."""
+    dtype: Literal["f32", "f16"] = "f16"
+    """How the graph stores its copy of the vectors: ``f16`` (the default) halves its memory
+    and its build and search time against ``f32``, at a small cost in recall (0.988 at 1M)."""
 
 
 class MemorySearchSettings(_Strict):

@@ -25,7 +25,9 @@ pytest.importorskip("usearch", reason="the ann extra (usearch) is not installed"
 
 DIMENSION = 32
 MODEL = EmbeddingModel("clustered", DIMENSION)
-SETTINGS = AnnSettings(threshold=1_000, connectivity=16, expansion_add=100, expansion_search=128)
+SETTINGS = AnnSettings(
+    threshold=1_000, connectivity=16, expansion_add=100, expansion_search=128, dtype="f32"
+)
 
 
 def clustered(count: int, seed: int, clusters: int = 40) -> np.ndarray:
