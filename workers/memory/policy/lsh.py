@@ -178,6 +178,8 @@ class CandidateIndex(Generic[K]):
         if not rows:
             return [[] for _ in sigs]
         at = np.fromiter(rows, np.int64, len(rows))
+        if len(sigs) == 1:  # a single write's lookup: no per-lookup bookkeeping to pay for
+            return [self._ranked(at, values[0], min_similarity, limit)]
         lookup = np.repeat(np.arange(len(sigs), dtype=np.int64), sizes)
         equal = self._matrix.take(at, axis=0) == np.repeat(values, sizes, axis=0)
         differing = BINS - _count(equal)
@@ -197,6 +199,28 @@ class CandidateIndex(Generic[K]):
             [ids[row] for row in picked[start : end if limit is None else min(end, start + limit)]]
             for start, end in zip(ends[:-1].tolist(), ends[1:].tolist(), strict=True)
         ]
+
+    def _ranked(
+        self,
+        at: np.ndarray[Any, np.dtype[np.int64]],
+        values: np.ndarray[Any, np.dtype[np.uint32]],
+        min_similarity: float,
+        limit: int | None,
+    ) -> list[K]:
+        """The ids of rows ``at`` ranked against one signature's ``values`` as
+        :meth:`candidates_many` ranks a lookup's: most similar, then oldest, first."""
+        differing = BINS - (self._matrix.take(at, axis=0) == values).sum(axis=1)
+        added = self._added.take(at)
+        if self._count < 1 << 41:
+            order = np.argsort(differing << 41 | added)
+        else:
+            order = np.lexsort((added, differing))
+        if min_similarity > 0:
+            order = order[differing[order] <= BINS - min_similarity * BINS]
+        if limit is not None:
+            order = order[:limit]
+        ids = self._ids
+        return [ids[row] for row in at[order].tolist()]
 
 
 _ONES = np.uint64(0x0101010101010101)
