@@ -436,6 +436,9 @@ async def test_searches_embed_their_query_on_the_embedders_query_side(env: Env) 
     runtime = await env.runtime(embedder=embedder)
     notes = [f"alpha note {n}" for n in range(6)]
     await ok(runtime, "MEMORY.WRITE", {"memories": [{"content": note} for note in notes]})
+    # The write embedded its records as passages, once each.
+    assert {side for side, _ in embedder.sides} == {"passage"}
+    assert sorted(text for _, texts in embedder.sides for text in texts) == notes
     for strategy, options in (("vector", {}), ("hybrid", {}), ("hybrid", {"rerank": "embedding"})):
         embedder.sides.clear()
         payload = {"query": "alpha", "strategy": strategy, "options": options}
@@ -444,8 +447,6 @@ async def test_searches_embed_their_query_on_the_embedders_query_side(env: Env) 
         assert ("query", ["alpha"]) in embedder.sides, strategy
         passages = [text for side, texts in embedder.sides if side == "passage" for text in texts]
         assert "alpha" not in passages, strategy  # the query never went through embed()
-    # Records were embedded as passages, once each.
-    assert all(side == "passage" for side, _ in embedder.sides if _ != ["alpha"])
 
 
 class _FlooredEmbedder(CallableEmbedder):
