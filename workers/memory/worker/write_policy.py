@@ -19,11 +19,12 @@ from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.outcomes import Outcome, WriteOutcome
 from workers.memory.model.planning import Action, WriteRules
 from workers.memory.policy.config import StageModes, WritePolicy
-from workers.memory.policy.safety import SafetyScanner, UnsafeContentError, decide, redact_json
+from workers.memory.policy.safety import UnsafeContentError, decide, redact_json
 from workers.memory.policy.safety_rules import SafetyAction
 from workers.memory.policy.similarity import Signature
 from workers.memory.ports import MemoryStore
 from workers.memory.worker.dedupe import Duplicates
+from workers.memory.worker.safety_stage import SafetyStage
 
 __all__ = ("PreparedWrite", "WritePipeline")
 
@@ -38,7 +39,7 @@ _OUTCOME: dict[Action, Outcome] = {
     "quarantine": "quarantined",
 }
 _SCANNED = ("content", "summary", "tags", "metadata", "source")
-"""The draft fields the safety stage reads (not ``key``: an identifier a caller chooses)."""
+"""The draft fields the safety stage reads and may redact."""
 
 
 @dataclass(slots=True)
@@ -83,8 +84,7 @@ class WritePipeline:
         self.duplicates = Duplicates(store)
         self._levels = frozenset(policy.trust_levels)
         self._ranks = policy.ranks
-        self._scanner: SafetyScanner | None = None
-        """Compiled on the first write the safety stage reads (compiling costs milliseconds)."""
+        self.safety = SafetyStage(policy)
         self._plain = (
             not policy.active and policy.default_trust is None and not policy.category_ttl_s
         )
@@ -231,10 +231,10 @@ class WritePipeline:
         """Run the safety stage on one draft: record what it found, and when enforcing put the
         redacted fields in ``changes`` (or refuse the write). Whether to quarantine it."""
         rules = self.policy.safety
-        if self._scanner is None:
-            self._scanner = SafetyScanner(rules)
+        scanner = self.safety.scanner()
+        self.safety.screen_names(f"memories[{position}]", draft, enforcing)
         fields = {name: getattr(draft, name) for name in _SCANNED}
-        found = self._scanner.scan_json(fields)
+        found = scanner.scan_json(fields)
         if not found:
             return False
         verdict = decide([finding for _, finding in found], rules)

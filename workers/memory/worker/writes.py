@@ -149,10 +149,16 @@ class WriteNodes(NodeBase):
         if not ids:
             return UpdateOutput([])
         await self.access.screen_updates(ctx, request.updates)
+        patches = request.updates
+        if self.pipeline.safety.screens_updates:  # an update is a write: its new text is screened
+            found = await self.store.get(ids, [], DEFAULT_NAMESPACE)
+            patches = self.pipeline.safety.screen_patches(
+                patches, {item.id: item for item in found}
+            )
         vectors = None
-        if self.embedder is not None and any(map(changes_text, request.updates)):
-            vectors = await self._vectors(await self._patched(request.updates))
-        updating = self.store.update(request.updates, vectors, self.access.guard(ctx))
+        if self.embedder is not None and any(map(changes_text, patches)):
+            vectors = await self._vectors(await self._patched(patches))
+        updating = self.store.update(patches, vectors, self.access.guard(ctx))
         items = check_items(await self.access.audited(ctx, updating, ids), "UPDATE output")
         if [item.id for item in items] != ids:
             raise off_contract("UPDATE must return each requested record once, in order")

@@ -14,7 +14,7 @@ from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, re
 from workers.memory import MemoryStore, create_memory_worker
 from workers.memory.policy.config import StageMode, StageModes, WritePolicy
 from workers.memory.policy.safety_rules import SafetyAction, SafetyRules
-from workers.memory.ports import KeywordSearch
+from workers.memory.ports import HistoryLog, KeywordSearch
 
 pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
 
@@ -133,3 +133,45 @@ async def test_a_call_can_tighten_it(memory: MemoryHarness) -> None:
         "MEMORY.WRITE", {"memories": [{"content": f"key {KEY}"}], "policy": {"safety": "enforce"}}
     )
     assert written.items[0].content == "key [REDACTED:api_key]"
+
+
+async def test_an_update_is_screened_like_a_write(enforcing: MemoryHarness) -> None:
+    """An UPDATE's new text passes the same stage: a secret is redacted before the store (and
+    its history) sees it; an injection, which a write would quarantine, refuses the update, as
+    an edit of a stored record cannot be held back for review."""
+    (item,) = (
+        await enforcing.ok("MEMORY.WRITE", {"memories": [{"content": "deploy notes"}]})
+    ).items
+    patch = {"id": item.id, "content": f"deploy with {KEY}", "tags": [f"k{KEY}"]}
+    (updated,) = (await enforcing.ok("MEMORY.UPDATE", {"updates": [patch]})).items
+    assert updated.content == "deploy with [REDACTED:api_key]"
+    assert KEY not in repr(updated)
+    if isinstance(enforcing.store, HistoryLog):
+        history = await enforcing.store.history(item.id)
+        assert len(history) == 2
+        assert KEY not in repr(history)
+    refused = await enforcing.call(
+        "MEMORY.UPDATE", {"updates": [{"id": item.id, "summary": INJECTION}]}
+    )
+    assert code_of(refused) == ErrorCode.UNSAFE_CONTENT
+    assert INJECTION not in repr(refused)
+    (stored,) = await enforcing.all_records()
+    assert stored.summary is None
+    assert stored.version == updated.version
+
+
+async def test_an_identifier_holding_a_secret_refuses_the_write(enforcing: MemoryHarness) -> None:
+    """Keys, namespaces and categories are never redacted (another key would name another
+    record): a secret there refuses the write; ids and hashes in them do not."""
+    for draft in ({"key": f"aws-{KEY}"}, {"namespace": f"ns-{KEY}"}, {"category": f"c-{KEY}"}):
+        result = await enforcing.call("MEMORY.WRITE", {"memories": [{"content": "x", **draft}]})
+        assert code_of(result) == ErrorCode.UNSAFE_CONTENT
+        assert KEY not in repr(result)
+    assert await enforcing.all_records() == []
+    benign = [
+        {"content": "a", "key": "user-3f2a9c1e-8b7d-4a5f-9e3d-2c1b0a9f8e7d"},
+        {"content": "b", "key": "session/2026-12-03/turn-17"},
+        {"content": "c", "key": "contact:alice@example.com"},
+    ]
+    written = await enforcing.ok("MEMORY.WRITE", {"memories": benign})
+    assert [item.key for item in written.items] == [draft["key"] for draft in benign]
