@@ -164,6 +164,15 @@ def _assignment(value: str, rules: SafetyRules) -> bool:
     return not (rest.isalpha() and rest.islower())
 
 
+def _password(value: str, rules: SafetyRules) -> bool:
+    value = value.rstrip(".,;:!?)")
+    if len(value) < 6 or _PLACEHOLDER_VALUE.match(value):
+        return False
+    # A word of prose ("stored", "expired", "changed") is not a password: one has a digit or a
+    # symbol somewhere.
+    return any(not char.isalpha() for char in value)
+
+
 def _phone(text: str, rules: SafetyRules) -> bool:
     digits = sum(map(str.isdigit, text))
     # A bare run of digits is an order or account number; a phone number is written with
@@ -179,6 +188,7 @@ CHECKS: Mapping[str, Check] = {
     "jwt": _jwt,
     "entropy": _entropy,
     "assignment": _assignment,
+    "password": _password,
     "phone": _phone,
 }
 """Validators by the name a :class:`~workers.memory.policy.safety_patterns.PatternSpec` gives."""

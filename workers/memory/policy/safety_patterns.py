@@ -140,6 +140,27 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         also=":|=",
         ignore_case=True,
     ),
+    # A password in a connection URL (scheme://user:password@host): the password alone.
+    PatternSpec(
+        "password",
+        r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@]{0,64}:(?P<v>[^\s/@]{3,128})@[A-Za-z0-9]",
+        gate="://",
+        also="@",
+    ),
+    # A password stated in prose or a config line, in a few languages: the word, a few words
+    # naming what it opens ("for the NAS"), a verb or a colon, then a value with a digit or a
+    # symbol ("is stored in the vault" is not a password; "is Correct-Horse-Battery-9" is).
+    PatternSpec(
+        "password",
+        r"(?<![A-Za-z])(?:pass(?:word|wort|phrase|code)|passwd|mot de passe|contrase\u00f1a"
+        r"|senha|\u043f\u0430\u0440\u043e\u043b\u044c|\u5bc6\u7801|\u30d1\u30b9\u30ef\u30fc\u30c9)"
+        r"[^\n.:=\uff1a\u662f]{0,40}?"
+        r"(?:\s(?:is|was|ist|est|es|\u00e9|\u2014|-)|:|=|\uff1a|\u662f)\s*[\"'\u201c\u00ab]?"
+        r"(?P<v>[^\s\"'\u201d\u00bb]{6,128})",
+        check="password",
+        gate="pass|mot de passe|contrase|senha|\u043f\u0430\u0440\u043e\u043b|\u5bc6\u7801|\u30d1\u30b9",
+        ignore_case=True,
+    ),
     PatternSpec(
         "api_key",
         r"\bbearer\s+(?P<v>[A-Za-z0-9_\-.~+/]{16,}=*)",
@@ -217,6 +238,7 @@ BUILTIN_KINDS: tuple[str, ...] = (
     "private_key",
     "jwt",
     "api_key",
+    "password",
     "iban",
     "card",
     "email",

@@ -58,6 +58,7 @@ DEFAULT_ACTIONS: Mapping[str, SafetyAction] = {
     "private_key": SafetyAction.REDACT,
     "jwt": SafetyAction.REDACT,
     "api_key": SafetyAction.REDACT,
+    "password": SafetyAction.REDACT,
     "high_entropy": SafetyAction.REDACT,
     "card": SafetyAction.REDACT,
     "iban": SafetyAction.REDACT,
