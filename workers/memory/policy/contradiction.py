@@ -15,16 +15,26 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
    A replaced span of more than :data:`MAX_REPLACED` terms on either side: ``unrelated``
    (``other_statement``) — the texts share a frame ("Jamie pasted this into the chat >> …
    << and asked me to keep it") around two different statements, not one value changed.
+   A replaced word that is a spelling of the same word (one edit in five letters or more,
+   two from eight: "fligths", "infrastucture") is no difference; nothing else differing:
+   ``duplicate`` (``paraphrase``).
+   Another subject, whatever else changed: a replaced span of words where the subject
+   stands (before the first aligned content word: "Alice's flight" -> "Bob's flight"), or
+   one identifier (a number, a code of letters and digits) replaced right after the
+   subject's head word, the statement going on after it ("Order 4471 shipped …"):
+   ``unrelated`` (``subject_changed``).
 3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
 4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
    ``preference_changed``.
 5. A replaced span with a date (ISO, d/m/y, times, month and day names, years) on both sides:
    ``date_changed``; with a number on both sides (or a replaced unit after the same number):
    ``number_changed``.
-6. A replaced span of content words: before the first aligned content word it is the subject
-   that changed (``unrelated``, ``subject_changed``); the same terms in another order swap
-   roles (``unrelated``, ``roles_swapped``); otherwise the same attribute has a new object:
-   ``contradiction``, ``object_changed``.
+6. A replaced span of content words: before the first aligned content word, or before an
+   unchanged number or date (the value both state: "the membership of Ethan costs 39" and
+   "… of Ava costs 39" are two memberships), it is the subject that changed (``unrelated``,
+   ``subject_changed``); the same terms in another order swap roles (``unrelated``,
+   ``roles_swapped``); otherwise the same attribute has a new object: ``contradiction``,
+   ``object_changed``.
 7. Only insertions (or only deletions) of content: ``compatible`` (``added_detail`` /
    ``removed_detail``).
 """
@@ -111,6 +121,7 @@ _SHORT_PRODUCT = 400
 # A tuple, not a set: membership is then three identity tests in C, where a set would call
 # the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
 _CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
+_VALUES = (TermKind.NUMBER, TermKind.DATE)
 _CACHED = 500
 """Texts up to this long keep their :class:`_Text` in a cache of 8192 (a few KB each)."""
 
@@ -160,6 +171,62 @@ def _analyse(text: str) -> _Text:
     )
 
 
+def _identifier(word: str, found: TermKind) -> bool:
+    """A number, or a code of letters and digits ("web-01", "inv-2024-0017", "lh2157")."""
+    if found is TermKind.NUMBER:
+        return True
+    return (
+        found is TermKind.WORD and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+    )
+
+
+def _renamed(span: _Span) -> bool:
+    """One identifier replaced by another right after the head of the subject, the statement
+    going on the same after it: "Order 4471 shipped on March 3" and "Order 4472 …" are two
+    orders, "Ticket SUP-2231 is assigned to Maria" and "… SUP-2232 …" two tickets."""
+    return (
+        len(span.old) == len(span.new) == 1
+        and span.after_head
+        and span.content_after
+        and _identifier(span.old_words[0], span.old_kinds[0])
+        and _identifier(span.new_words[0], span.new_kinds[0])
+    )
+
+
+def _respelt(span: _Span) -> bool:
+    """One word replaced by a spelling of it: at most one edit (an insertion, deletion,
+    substitution or swap of neighbours) in a word of five letters or more, two from eight.
+    Shorter words are left alone: "Tom" and "Tim" are two people."""
+    if len(span.old) != 1 or len(span.new) != 1:
+        return False
+    if span.old_kinds[0] is not TermKind.WORD or span.new_kinds[0] is not TermKind.WORD:
+        return False
+    old, new = span.old_words[0], span.new_words[0]
+    shorter = min(len(old), len(new))
+    if shorter < 5 or not (old.isalpha() and new.isalpha()):
+        return False
+    return _edits(old, new, 1 if shorter < 8 else 2) is not None
+
+
+def _edits(a: str, b: str, most: int) -> int | None:
+    """The optimal-string-alignment distance of ``a`` and ``b`` if at most ``most``."""
+    if abs(len(a) - len(b)) > most:
+        return None
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > most:
+            return None
+        before, row = row, current
+    return row[-1] if row[-1] <= most else None
+
+
 def _has(kinds: Sequence[TermKind], *wanted: TermKind) -> bool:
     # A plain loop, not any(): a generator per call costs more than the few kinds it reads.
     for k in wanted:  # noqa: SIM110
@@ -179,6 +246,15 @@ class _Span(NamedTuple):
     """Both sides follow the same number: the unit (or what is counted) changed."""
     before_anchor: bool
     """No aligned content word precedes it: it stands where the subject does."""
+    value_after: bool
+    """An aligned number or date follows it: the statement's value is the same on both sides,
+    so the span qualifies *what* has that value (whose membership, which appointment)."""
+    after_head: bool
+    """It directly follows the text's first content word (the head of its subject): a number
+    or code there names the thing ("Order 4471 shipped", "Ticket SUP-2231 is"), where after a
+    verb ("cycles 19 miles", "owes Simon 17 dollars") it is a value."""
+    content_after: bool
+    """An aligned content term follows it: the statement goes on the same after it."""
 
 
 def _spans(old: _Text, new: _Text) -> tuple[int, list[_Span]]:
@@ -191,7 +267,19 @@ def _spans(old: _Text, new: _Text) -> tuple[int, list[_Span]]:
     anchored = False
     spans: list[_Span] = []
     i1 = j1 = 0
-    for i2, j2, size in matching_blocks(a, b):
+    head = next((at for at, anchor in enumerate(old.anchors) if anchor), -1)
+    blocks = matching_blocks(a, b)
+    # Per block: whether it or a later one aligns a number or a date (a value both state).
+    valued = [False] * len(blocks)
+    contented = [False] * len(blocks)
+    later = said = False
+    for at in range(len(blocks) - 1, -1, -1):
+        start, _, size = blocks[at]
+        later = later or _has(old.kinds[start : start + size], *_VALUES)
+        said = said or _has(old.kinds[start : start + size], *_CONTENT)
+        valued[at] = later
+        contented[at] = said
+    for at, (i2, j2, size) in enumerate(blocks):
         if i1 < i2 or j1 < j2:
             spans.append(
                 _Span(
@@ -203,6 +291,9 @@ def _spans(old: _Text, new: _Text) -> tuple[int, list[_Span]]:
                     new.kinds[j1:j2],
                     i1 > 0 and j1 > 0 and old.kinds[i1 - 1] is TermKind.NUMBER,
                     not anchored,
+                    valued[at],
+                    i1 > 0 and j1 > 0 and i1 - 1 == head,
+                    contented[at],
                 )
             )
         i1, j1 = i2 + size, j2 + size
@@ -305,6 +396,24 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         if is_near_duplicate(old, new):
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
         return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
+    # A word misspelt or spelt another way ("fligths", "infrastucture") is the same word.
+    spans = [span for span in spans if not _respelt(span)]
+    if not spans:
+        return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
+    if not same_subject:
+        first = spans[0]
+        if (
+            first.before_anchor
+            and _has(first.old_kinds, TermKind.WORD)
+            and _has(first.new_kinds, TermKind.WORD)
+        ):
+            # Whose or which thing the statement is about changed ("Alice's flight" -> "Bob's
+            # flight", "the staging database" -> "the production database"): whatever else
+            # changed belongs to another subject.
+            return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
+        named = next((span for span in spans if _renamed(span)), None)
+        if named is not None:
+            return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [named])
     if first_text.negated != second_text.negated:
         return _verdict(Relation.CONTRADICTION, Reason.NEGATION, spans, TermKind.NEGATION)
     flip = _preference_flip(spans)
@@ -326,7 +435,7 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         first = content[0]
         if first_text.distinct.issuperset(first.new) and second_text.distinct.issuperset(first.old):
             return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, [first])
-        if first.before_anchor:
+        if first.before_anchor or first.value_after:
             return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
         return _verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, [first])
     if any(_has(s.new_kinds, *_CONTENT) for s in spans):

@@ -158,7 +158,8 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"(?:\s(?:is|was|ist|est|es|\u00e9|\u2014|-)|:|=|\uff1a|\u662f)\s*[\"'\u201c\u00ab]?"
         r"(?P<v>[^\s\"'\u201d\u00bb]{6,128})",
         check="password",
-        gate="pass|mot de passe|contrase|senha|\u043f\u0430\u0440\u043e\u043b|\u5bc6\u7801|\u30d1\u30b9",
+        gate="pass|mot de passe|contrase|senha"
+        "|\u043f\u0430\u0440\u043e\u043b|\u5bc6\u7801|\u30d1\u30b9",
         ignore_case=True,
     ),
     PatternSpec(

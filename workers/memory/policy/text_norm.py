@@ -221,10 +221,18 @@ def normalise(text: str) -> str:
     return " ".join(tokens(text))
 
 
+_IS_ENDINGS = ("ising", "ised", "isation", "isations")
+"""UK endings of -ise verbs that have lost the "e" the ``ise`` -> ``ize`` fold looks for."""
+
+
 def _spelling(word: str) -> str:
     """One spelling for UK/US variants (colour/color, organise/organize, centre/center)."""
     if len(word) > 4:
         word = word.replace("our", "or").replace("ise", "ize").replace("yse", "yze")
+        for ending in _IS_ENDINGS:  # organising, organised, organisation: the "e" is gone
+            if word.endswith(ending):
+                word = word[: -len(ending)] + "iz" + ending[2:]
+                break
         word = word.replace("ll", "l")
         if word.endswith("tre"):
             word = word[:-3] + "ter"
@@ -290,6 +298,11 @@ def term(token: str) -> str:
     for candidate in (stem, stem + "e"):
         if candidate in _SYNONYMS:
             return _SYNONYMS[candidate]
+    if stem in _KEPT:
+        # A content word whose stem is spelled like a kept word ("note", "notes" -> "not";
+        # "wills" -> "will") must not turn into that negation or function word: marked, it
+        # stays a word of its own, still shared by its inflections.
+        return "~" + stem
     return stem
 
 

@@ -222,8 +222,10 @@ def _judge(
 ) -> tuple[bool, MemoryItem] | None:
     """The first candidate (in order) the draft's ``text`` repeats — ``(True, record)`` — or,
     if it repeats none and ``contradict``, the first keyless one it contradicts — ``(False,
-    record)``. A candidate must be live and visible to ``visible_to``; one whose bag is not
-    the draft's (``bag``; ``None``: unknown) cannot be repeated."""
+    record)`` — or that the contradiction rules read as the same fact (a word respelt: other
+    terms, so another bag) — ``(True, record)``. A candidate must be live and visible to
+    ``visible_to``; one whose bag is not the draft's (``bag``; ``None``: unknown) cannot be
+    repeated word for word."""
     live = [
         entry
         for entry in entries
@@ -234,9 +236,10 @@ def _judge(
             return True, entry.item
     if contradict:
         for entry in live:
-            if (
-                entry.item.key is None
-                and classify(entry.text, text).relation is Relation.CONTRADICTION
-            ):
-                return False, entry.item
+            if entry.item.key is None:
+                relation = classify(entry.text, text).relation
+                if relation is Relation.CONTRADICTION:
+                    return False, entry.item
+                if relation is Relation.DUPLICATE:  # the same fact respelt ("fligths")
+                    return True, entry.item
     return None

@@ -99,6 +99,13 @@ from workers.memory.policy.contradiction import (
             ("spotify",),
             ("klarna",),
         ),
+        (  # a number before the changed object, none after it: the value itself changed
+            "The 3 of us meet at the Crown pub",
+            "The 3 of us meet at the Anchor pub",
+            Reason.OBJECT_CHANGED,
+            ("crown",),
+            ("anchor",),
+        ),
     ],
 )
 def test_contradictions_name_their_reason_and_the_words_that_differ(
@@ -149,6 +156,18 @@ def test_the_same_fact_reworded_is_a_duplicate(old: str, new: str, reason: Reaso
     [
         ("Ines lives in Berlin", "Pablo lives in Berlin", Reason.SUBJECT_CHANGED),
         ("Ines's brother lives in Lyon", "Ines's sister lives in Lyon", Reason.SUBJECT_CHANGED),
+        # The value (a number, a date) is the same on both sides: the name that changed says
+        # whose it is, not what it is now — two records, not one that changed.
+        (
+            "The dog walker for Priya charges 18 pounds an hour",
+            "The dog walker for Tomasz charges 18 pounds an hour",
+            Reason.SUBJECT_CHANGED,
+        ),
+        (
+            "The piano lesson with Keiko is on 14 March",
+            "The piano lesson with Anders is on 14 March",
+            Reason.SUBJECT_CHANGED,
+        ),
         ("Bob owes Alice 20 euros", "Alice owes Bob 20 euros", Reason.ROLES_SWAPPED),
         ("The deploy is frozen until Monday", "Hana adopted a cat named Miso", Reason.LOW_OVERLAP),
         ("Yuki works at Spotify", "Yuki is allergic to peanuts", Reason.LOW_OVERLAP),
@@ -243,3 +262,57 @@ def test_a_text_is_a_duplicate_of_its_case_and_punctuation_variants(
 ) -> None:
     variant = (text.upper() if upper else text) + ("." if dot else "")
     assert classify(text, variant).relation is Relation.DUPLICATE
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # Another identifier right after the subject's head: another order, room, ticket.
+        ("Order 5521 was delivered on June 9", "Order 5522 was delivered on June 9"),
+        ("Ticket OPS-7710 is assigned to Femi", "Ticket OPS-7711 is assigned to Femi"),
+        ("Locker 12 is reserved for the night shift", "Locker 14 is reserved for the night shift"),
+        # The subject's head changed, and a value with it: that value is another subject's.
+        ("Lina's train arrives at 09:10", "Omar's train arrives at 11:45"),
+        ("The test cluster has 4 nodes", "The prod cluster has 12 nodes"),
+    ],
+)
+def test_another_subject_is_not_a_contradiction_whatever_else_changed(old: str, new: str) -> None:
+    verdict = classify(old, new)
+    assert (verdict.relation, verdict.reason) == (Relation.UNRELATED, Reason.SUBJECT_CHANGED)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # A number after a verb is the statement's value, not an identifier.
+        ("Wanjiru swims 40 lengths every morning", "Wanjiru swims 60 lengths every morning"),
+        # An identifier as the value of an attribute ("is ...") changed.
+        ("Femi's desk is B-214", "Femi's desk is C-108"),
+        # A value changed where a date follows: the date is when, not whose.
+        ("The ferry leaves at 07:30 on Sundays", "The ferry leaves at 08:15 on Sundays"),
+    ],
+)
+def test_a_changed_value_is_still_a_contradiction(old: str, new: str) -> None:
+    assert classify(old, new).relation is Relation.CONTRADICTION
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Keep the receipts in the finance folder", "Keep the reciepts in the finance folder"),
+        ("Ayla is organizing the quarterly offsite", "Ayla is organising the quarterly offsite"),
+        ("The warehouse closes early on Fridays", "The wharehouse closes early on Fridays"),
+    ],
+)
+def test_a_respelt_word_is_the_same_fact(old: str, new: str) -> None:
+    assert classify(old, new).relation is Relation.DUPLICATE
+
+
+def test_a_short_name_one_letter_apart_is_another_person() -> None:
+    assert classify("Jan lives in Ghent", "Jon lives in Ghent").relation is Relation.UNRELATED
+
+
+def test_a_word_stemming_like_a_negation_is_not_one() -> None:
+    """ "note" stems like "not": it must not read as a negation of the same fact."""
+    verdict = classify("Note: the archive room is on floor 2", "The archive room is on floor 2")
+    assert verdict.relation is not Relation.CONTRADICTION

@@ -69,12 +69,17 @@ def _verdicts() -> Iterator[object]:
         ]
 
 
+# Last changed on purpose: "note"/"notes" no longer stem to the negation "not", -ising/-ised
+# fold with -izing/-ized, and four rules moved verdicts (a respelt word is the same word; a
+# changed subject head, a renamed identifier and a qualifier before an unchanged value make
+# another subject). Fingerprints are computed from the text when a namespace is read, never
+# stored, so no stored record needs them again.
 @pytest.mark.parametrize(
     ("outputs", "pinned"),
     [
-        (_analysis, "a94a87c2c73ad5ab76a8e259355b33832f1e68ca532c7ab0f50c619f25d8f6ae"),
-        (_fingerprints, "c615ea01addfe17a0dea29615737e4369c053dc430f2b15dd10d663c446246e0"),
-        (_verdicts, "453524aebd4348fa497ce144f5c7d65f756be075880e510b1cf5ed398b3be453"),
+        (_analysis, "a217489f5a3262b78da1d547a08b3437c75eb3cad1d18732299d428297edf07a"),
+        (_fingerprints, "f499287b02fc6981c60e63d7066736d4d551966b20ed3bfac38480d010a5efad"),
+        (_verdicts, "586ecdc30d0ba748f569ef845094fce4bc7f4f2e0f886fbdd3c1179fec4205b9"),
     ],
     ids=["tokens_terms_kinds", "fingerprints", "verdicts"],
 )
