@@ -120,10 +120,17 @@ def _jwt(text: str, rules: SafetyRules) -> bool:
     return isinstance(decoded, dict) and "alg" in decoded
 
 
+_INTEGRITY = ("sha1-", "sha256-", "sha384-", "sha512-")
+
+
 def _entropy(token: str, rules: SafetyRules) -> bool:
     # Hex (git SHAs, content hashes, UUIDs) is an identifier far more often than a secret in
     # chat memory; a hex secret with a name ("token=...") is caught by the assignment rule.
     if _HEX.fullmatch(token):
+        return False
+    # A Subresource Integrity digest ("sha512-<base64>", as package locks carry) is a public
+    # content hash, not a secret.
+    if token.startswith(_INTEGRITY):
         return False
     # Case folding and one regex search run in C; a loop over the characters would not.
     has_digit = _DIGIT.search(token) is not None

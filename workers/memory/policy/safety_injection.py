@@ -101,6 +101,11 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
         "",
         ignore_case=False,
     ),
+    # A tool call addressed in the Harmony / function-calling syntax ("to=functions.send").
+    injection_row(
+        r"\bto=(?:functions|multi_tool_use|tools?)\.[\w-]+|\[\[\s*(?:assistant|system|tool)\b",
+        "to=functions|to=multi_tool_use|to=tool|[[",
+    ),
     # Upper-case role headers ("SYSTEM OVERRIDE", "SYSTEM: you must ..."): case matters, and
     # "SYSTEM:" counts with an order to the model after it ("SYSTEM: backup done" is a log line).
     injection_row(
@@ -135,12 +140,12 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
         words=True,
     ),
     injection_row(
-        r"\bforget\s+(?:about\s+)?(?:everything|all(?:\s+(?:of\s+)?(?:that|this))?|anything"
+        r"\b(?:forget|disregard|ignore)\s+(?:about\s+)?(?:everything|all(?:\s+(?:of\s+)?(?:that|this))?|anything"
         r"|what(?:ever)?)\s*,?\s+(?:(?:that\s+)?you\s+(?:were|have\s+been|[’']ve\s+been|was|got)"
         r"\s+(?:told|given|taught|instructed|trained)|you\s+(?:know|learned)|(?:above|before"
         r"|so\s+far|previously|earlier|prior|until\s+now|up\s+to\s+now)(?:\s+(?:that|this))?"
         r"(?=\s*(?:[.,;:!]|$|and\b|then\b|now\b)))",
-        "forget",
+        "forget|disregard|ignore",
         "everything|all|anything|what|whatever",
         words=True,
     ),
@@ -185,6 +190,51 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
         "task|objective|mission|instruction|instructions|directive|directives|assignment|prompt",
         words=True,
     ),
+    # "Your real objective, which supersedes the user's, is ..."
+    injection_row(
+        r"\byour\s+(?:real|actual|true|genuine|hidden|secret)\s+(?:task|objective|mission|goal"
+        r"|purpose),?\s+which\s+(?:supersedes|overrides|replaces|outranks|takes\s+precedence)",
+        "your",
+        "supersedes|overrides|replaces|outranks|precedence",
+        words=True,
+    ),
+    # "New instructions from the developer: ..." (a header naming who sends them).
+    injection_row(
+        r"\bnew\s+(?:system\s+)?instructions?\s+(?:from|by)\s+(?:the\s+|your\s+)?(?:developers?"
+        r"|system|admin(?:istrator)?s?|operators?|owners?|OpenAI|Anthropic|creators?)\s*:",
+        "instruction|instructions",
+        "new",
+        words=True,
+    ),
+    # The classic "Ignore the above and say ..." (Perez & Ribeiro 2022).
+    injection_row(
+        r"\b(?:ignore|disregard)\s+(?:all\s+(?:of\s+)?)?the\s+above\s*(?:and|,|;|\.)\s*"
+        r"(?:instead\s+)?(?:just\s+)?(?:say|print|write|output|reply|respond|tell|repeat"
+        r"|translate|return|answer)\b",
+        "ignore|disregard",
+        "above",
+        words=True,
+    ),
+    # An order to call a tool, addressed to whoever reads the text.
+    injection_row(
+        r"\bwhen\s+you\s+(?:read|see|process|receive|find|parse)\s+this\b[^.\n]{0,40}?\b(?:call"
+        r"|use|run|invoke|execute|trigger)\s+(?:the\s+)?[\w.-]+\s+(?:tool|function|command"
+        r"|action|api)\b",
+        "when",
+        "tool|function|command|action|api",
+        words=True,
+    ),
+    # A safety policy declared gone: "pretend the safety policy was revoked".
+    injection_row(
+        r"\b(?:pretend|assume|imagine|suppose)\s+(?:that\s+)?(?:the\s+|your\s+|all\s+)?"
+        r"(?:safety|content|usage|moderation)\s+(?:policy|policies|rules|filters?|guidelines"
+        r"|restrictions)\s+(?:was|were|is|are|has\s+been|have\s+been|got)\s+(?:(?:now|all"
+        r"|completely)\s+)?(?:revoked|disabled|lifted|removed|turned\s+off|switched\s+off|off"
+        r"|suspended|gone|deleted|cancell?ed|repealed)",
+        "pretend|assume|imagine|suppose",
+        "policy|policies|rules|filter|filters|guidelines|restrictions",
+        words=True,
+    ),
     injection_row(
         r"\bnew\s+(?:system\s+)?instructions?\s*:|\bfrom\s+now\s+on,?\s+you\s+(?:will|must"
         r"|shall|are\s+to|should)\s+(?:ignore|obey|only|answer|respond|act|reply|always|never)\b",
@@ -199,11 +249,16 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
         r"|admin|sudo|dan|evil|chaos)\s+mode|no\s+longer\b|(?:(?:completely|totally|fully)\s+)?"
         r"(?:unrestricted|unfiltered|uncensored|jailbroken|unbound|unshackled|limitless|amoral"
         r"|unethical|evil|rogue|free\s+(?:of|from))\b)"
+        r"|\bfrom\s+now\s+on,?\s+(?:you\s+are|you[’']?re)\s+(?:(?:an?|the)\s+)?(?:(?-i:DAN)(?![\w-])"
+        r"|(?:(?:completely|totally|fully)\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken"
+        r"|unbound|amoral|evil|rogue)\b|an?\s+(?:AI|assistant|model|chatbot)\s+(?:without|with\s+no"
+        r"|free\s+(?:of|from))\s+(?:any\s+)?(?:restrictions|limits|rules|filters|guidelines))"
+        r"|\b(?:you\s+are|you[’']?re)\s+(?-i:DAN)(?![\w-])"
         r"|\b(?:you\s+are|you[’']?re)\s+no\s+longer\s+(?:bound|restricted|limited|constrained"
         r"|required\s+to\s+follow|an?\s+(?:AI|assistant|language\s+model|chatbot)|ChatGPT"
         r"|Claude|Gemini|Llama|Bard|Copilot)\b",
         "you|youre",
-        "now|henceforth|longer",
+        "now|henceforth|longer|dan",
         words=True,
     ),
     injection_row(
