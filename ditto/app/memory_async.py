@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET, UnsetType
 
-from ditto.app.memory_setup import EmbedderChoice, OwnerProcess, embedder_factory, store_factory
+from ditto.app.memory_setup import (
+    EmbedderChoice,
+    OwnerProcess,
+    embedder_factory,
+    metadata_dict,
+    store_factory,
+    tags_list,
+)
 from ditto.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -68,6 +75,14 @@ class AsyncMemory:
         namespace: str = "default",
         principal: str | None = None,
     ) -> None:
+        if not isinstance(location, str | os.PathLike):
+            raise InvalidInputError(
+                f"Memory's location must be a path or a URL string, not {type(location).__name__}"
+            )
+        if not isinstance(namespace, str) or not namespace:
+            raise InvalidInputError("Memory's namespace must be a non-empty string")
+        if principal is not None and (not isinstance(principal, str) or not principal):
+            raise InvalidInputError("Memory's principal must be a non-empty string or None")
         self.location = os.fspath(location)
         self.namespace = namespace
         self.principal = principal
@@ -110,9 +125,9 @@ class AsyncMemory:
         draft: dict[str, Any] = {
             "content": content,
             "category": category,
-            "tags": list(tags),
-            "metadata": dict(metadata or {}),
-            "namespace": namespace or self.namespace,
+            "tags": tags_list(tags),
+            "metadata": metadata_dict(metadata),
+            "namespace": self.namespace if namespace is None else namespace,
         }
         if key is not None:
             draft["key"] = key
@@ -132,7 +147,7 @@ class AsyncMemory:
     ) -> builtins.list[SearchHit]:
         """The records best matching ``query``, best first (keyword, or hybrid with an
         embedder); scores are in [0, 1]."""
-        filter: dict[str, Any] = {"namespace": namespace or self.namespace}
+        filter: dict[str, Any] = {"namespace": self.namespace if namespace is None else namespace}
         if category is not None:
             filter["category"] = category
         request: dict[str, Any] = {"query": query, "limit": limit, "filter": filter}
@@ -148,7 +163,7 @@ class AsyncMemory:
         id, else by key: the stage that kept it out (``namespace``, ``archived``, ``expired``,
         ``superseded``, ``contested``, ``quarantined``, ``filter``, ``not_a_candidate``,
         ``below_min_score``, ``limit`` with the rank it had), or ``returned`` with its rank."""
-        filter = {"namespace": namespace or self.namespace}
+        filter = {"namespace": self.namespace if namespace is None else namespace}
         target = {"id": id_or_key}
         request = {"query": query, "limit": limit, "filter": filter, "explain_miss": target}
         miss: MissExplanation | None = (await self._call("MEMORY.SEARCH", request)).miss
@@ -173,10 +188,10 @@ class AsyncMemory:
     ) -> builtins.list[MemoryItem]:
         """Records, oldest first (at most ``limit``, 1 to 10,000), optionally only those of
         ``category`` carrying every tag of ``tags``. Also called :meth:`list`."""
-        filter: dict[str, Any] = {"namespace": namespace or self.namespace}
+        filter: dict[str, Any] = {"namespace": self.namespace if namespace is None else namespace}
         if category is not None:
             filter["category"] = category
-        wanted = builtins.list(tags)
+        wanted = tags_list(tags)
         if wanted:
             filter["tags_all"] = wanted
         items: builtins.list[MemoryItem] = (
@@ -213,8 +228,8 @@ class AsyncMemory:
         patch: dict[str, Any] = {"id": found.id if found is not None else id_or_key}
         given: dict[str, Any] = {
             "category": category,
-            "tags": None if tags is None else builtins.list(tags),
-            "metadata": None if metadata is None else dict(metadata),
+            "tags": None if tags is None else tags_list(tags),
+            "metadata": None if metadata is None else metadata_dict(metadata),
             "pinned": pinned,
             "archived": archived,
             "ttl": ttl,
@@ -249,7 +264,7 @@ class AsyncMemory:
         :meth:`reject`)."""
         pending = ["contested", "quarantined"]
         filter = {
-            "namespace": namespace or self.namespace,
+            "namespace": self.namespace if namespace is None else namespace,
             "status": pending,
             "include": pending,
             "archived": "include",
@@ -289,7 +304,10 @@ class AsyncMemory:
         self, id: str, decision: str, expected_version: int | None, namespace: str | None
     ) -> ReviewOutcome:
         made = {"id": id, "decision": decision, "expected_version": expected_version}
-        request = {"decisions": [made], "namespace": namespace or self.namespace}
+        request = {
+            "decisions": [made],
+            "namespace": self.namespace if namespace is None else namespace,
+        }
         outcome: ReviewOutcome = (await self._call("MEMORY.REVIEW", request)).items[0]
         return outcome
 
@@ -308,7 +326,7 @@ class AsyncMemory:
         found = await self._find(id_or_key, namespace, archived=True)
         assert self._store is not None  # opened by the call above
         log = require(self._store, HistoryLog)
-        space = namespace or self.namespace
+        space = self.namespace if namespace is None else namespace
         if found is not None:
             entries = await log.history(found.id)
         else:  # gone: an id of a deleted record, or the key it had
@@ -333,7 +351,7 @@ class AsyncMemory:
     async def _find(
         self, ref: str, namespace: str | None, *, archived: bool, expired: bool = False
     ) -> MemoryItem | None:
-        space = namespace or self.namespace
+        space = self.namespace if namespace is None else namespace
         request: dict[str, Any] = {
             "ids": [ref],
             "keys": [ref],

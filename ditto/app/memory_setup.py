@@ -12,11 +12,12 @@ waiting forever for threads the child does not have.
 from __future__ import annotations
 
 import os
+import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ditto.errors import ConfigError, DittoError, ErrorCode, InvalidInputError
 from ditto.extras import install_hint
@@ -34,9 +35,11 @@ __all__ = (
     "EmbedderChoice",
     "OwnerProcess",
     "embedder_factory",
+    "metadata_dict",
     "mysql_store_type",
     "postgres_store_type",
     "store_factory",
+    "tags_list",
 )
 
 EmbedderChoice = Literal["none", "hashing", "minilm", "e5-small"]
@@ -94,26 +97,73 @@ def mysql_store_type() -> type[MysqlMemoryStore]:
     return MysqlMemoryStore
 
 
+_FORMS = "a SQLite file path (or sqlite:PATH), markdown:FOLDER, a postgresql:// or a mysql:// URL"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
+def _scheme_path(rest: str, scheme: str) -> str:
+    """The path of ``sqlite:PATH`` / ``markdown:PATH`` (``sqlite:///abs`` or ``sqlite:rel``)."""
+    if rest.startswith("//"):
+        if not rest.startswith("///"):
+            raise InvalidInputError(f"write {scheme}:///absolute/path or {scheme}:relative/path")
+        rest = rest[2:]
+    if not rest:
+        raise InvalidInputError(f"{scheme}: needs a path")
+    return rest
+
+
+def _markdown(folder: Path, *, create: bool) -> Callable[[], MemoryStore]:
+    """What opens the Markdown store in ``folder`` (which must exist unless ``create``)."""
+    folder = folder.expanduser()
+    if not folder.is_dir() and (not create or folder.exists()):
+        raise _unavailable(
+            f"no folder {folder} for the Markdown memory store: "
+            "create it, or pass Memory(..., create=True)",
+            ErrorCode.STORE_UNAVAILABLE,
+        )
+
+    def markdown() -> MemoryStore:
+        from workers.memory import MarkdownMemoryStore
+
+        folder.mkdir(parents=True, exist_ok=True)
+        return MarkdownMemoryStore(folder)
+
+    return markdown
+
+
 def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     """What opens the store at ``location`` (checked now, opened later).
 
     Args:
-        location: A SQLite file, a ``postgresql://`` or a ``mysql://`` URL.
-        create: Create a missing folder of the SQLite file (the file itself is always created).
+        location: A SQLite file (``sqlite:PATH`` too), ``markdown:FOLDER``, a
+            ``postgresql://`` or a ``mysql://`` URL.
+        create: Create a missing folder of the SQLite file (the file itself is always created)
+            or the Markdown folder.
 
     Raises:
-        InvalidInputError: ``location`` is empty.
+        InvalidInputError: ``location`` is empty, or names another kind of location
+            (``redis://…``): never taken for a file name.
         MemoryStoreError: ``STORE_UNAVAILABLE``: the folder does not exist and ``create`` is
             false, or a PostgreSQL URL without the ``postgres`` extra.
     """
     if not location:
-        raise InvalidInputError("Memory needs a SQLite file path or a PostgreSQL URL")
+        raise InvalidInputError(f"Memory needs a store location: {_FORMS}")
     if location.startswith(_POSTGRES_SCHEMES):
         postgres = postgres_store_type()
         return lambda: postgres.from_url(location)
     if location.startswith(_MYSQL_SCHEMES):
         mysql = mysql_store_type()
         return lambda: mysql.from_url(location)
+    scheme, colon, rest = location.partition(":")
+    if colon and _SCHEME.fullmatch(scheme) and len(scheme) > 1:  # "C:\\..." is a Windows path
+        if scheme.lower() == "sqlite":
+            location = _scheme_path(rest, "sqlite")
+        elif scheme.lower() == "markdown":
+            return _markdown(Path(_scheme_path(rest, "markdown")), create=create)
+        else:
+            # Never a file named "redis:/127.0.0.1:6379": a scheme names a kind of store.
+            kind = scheme if len(scheme) <= 20 else scheme[:20] + "…"
+            raise InvalidInputError(f"Memory cannot open a {kind!r} location: use {_FORMS}")
     path = Path(location).expanduser()
     if not create and not path.parent.is_dir():
         raise _unavailable(
@@ -227,3 +277,29 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def tags_list(tags: Iterable[str] | None) -> list[str]:
+    """``tags`` as a list (``None``: none). A lone string is refused, never split into
+    letters."""
+    if tags is None:
+        return []
+    if isinstance(tags, str | bytes):
+        raise InvalidInputError("tags must be a list of strings, not one string: tags=[...]")
+    try:
+        return list(tags)
+    except TypeError:
+        raise InvalidInputError(
+            f"tags must be a list of strings, not {type(tags).__name__}"
+        ) from None
+
+
+def metadata_dict(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` as a dict (``None``: empty); anything but a mapping is refused."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(
+            f"metadata must be a mapping (a dict), not {type(metadata).__name__}"
+        )
+    return dict(metadata)

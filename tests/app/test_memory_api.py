@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ditto import AsyncMemory, ConfigError, InvalidInputError, Memory, NodeFailedError
+from ditto import AsyncMemory, ConfigError, DittoError, InvalidInputError, Memory, NodeFailedError
 
 
 def test_remember_search_get_list_and_forget(tmp_path: Path) -> None:
@@ -170,3 +171,73 @@ def test_review_lists_what_waits_and_accept_or_reject_decides(tmp_path: Path) ->
         with pytest.raises(NodeFailedError) as elsewhere:
             m.accept(ids["contested"], namespace="other")
         assert elsewhere.value.code == "NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("location", "message"),
+    [
+        ("redis://127.0.0.1:6379", "cannot open a 'redis' location"),
+        ("s3://bucket/memory", "cannot open a 's3' location"),
+        ("sqlite://host/x.sqlite", "sqlite:///absolute/path"),
+        ("", "needs a store location"),
+    ],
+)
+def test_a_location_of_another_kind_is_refused_not_taken_for_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match=message):
+        Memory(location, create=True)
+    assert list(tmp_path.iterdir()) == []  # no file or folder named after the URL
+
+
+def test_sqlite_and_markdown_locations_open_those_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Memory("sqlite:notes.sqlite") as m:
+        m.add("in SQLite")
+    assert (tmp_path / "notes.sqlite").is_file()
+    with pytest.raises(DittoError) as missing:  # the folder must exist unless create
+        Memory("markdown:notes")
+    assert missing.value.code == "STORE_UNAVAILABLE"
+    with Memory("markdown:notes", create=True) as m:
+        m.add("in Markdown", key="where")
+    assert [path.name for path in (tmp_path / "notes" / "default").iterdir()] == ["where.md"]
+    with Memory(f"markdown://{tmp_path / 'notes'}") as m:
+        assert m.get("where").content == "in Markdown"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.add("v", tags="urgent"), "not one string"),
+        (lambda m: m.add("v", tags=3), "list of strings, not int"),
+        (lambda m: m.add("v", metadata=[1]), "mapping"),
+        (lambda m: m.list(tags="urgent"), "not one string"),
+        (lambda m: m.update("k", tags="urgent"), "not one string"),
+    ],
+)
+def test_wrong_argument_types_are_clear_errors(
+    tmp_path: Path, call: Callable[[Memory], object], message: str
+) -> None:
+    with Memory(tmp_path / "memory.sqlite") as m:
+        m.add("v", key="k")
+        with pytest.raises(InvalidInputError, match=message):
+            call(m)
+        assert m.add("w", tags=None).tags == []
+        assert [item.tags for item in m.list()] == [[], []]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"location": None}, "path or a URL string, not NoneType"),
+        ({"location": 123}, "not int"),
+        ({"location": "m.sqlite", "namespace": ""}, "namespace"),
+        ({"location": "m.sqlite", "principal": ""}, "principal"),
+    ],
+)
+def test_bad_construction_fails_at_once(arguments: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        Memory(**arguments)  # type: ignore[arg-type]
