@@ -136,7 +136,7 @@ def build_search_settings(settings: Settings) -> SearchSettings:
 
 
 def build_retention(settings: Settings) -> RetentionPolicy:
-    """The retention rules of ``workers.memory.maintenance.retention``."""
+    """The retention rules of ``workers.memory.retention`` in the configuration."""
     from workers.memory import RetentionPolicy, RetentionRule
 
     retention = settings.workers.memory.retention

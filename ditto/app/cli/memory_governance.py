@@ -26,9 +26,9 @@ def hygiene(
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Apply the retention rules of ``workers.memory.maintenance.retention``: archive records of
-    ruled categories that were neither edited nor used for ``archive_after_days``, purge
-    archived ones after ``purge_after_days``, trim the audit log to ``audit_days``."""
+    """Apply the retention rules (workers.memory.retention in ditto.yaml): archive records
+    of ruled categories neither edited nor used for archive_after_days, purge archived ones
+    after purge_after_days, and trim the audit log to audit_days."""
     from ditto.app.bootstrap import build_retention
     from workers.memory import run_hygiene
 
@@ -36,7 +36,7 @@ def hygiene(
     policy = build_retention(settings)
     if not policy.categories and policy.audit_days is None:
         errors.print(
-            "no retention rules: add workers.memory.maintenance.retention.categories to ditto.yaml "
+            "no retention rules: add workers.memory.retention.categories to ditto.yaml "
             "(core records are kept until deleted)"
         )
 

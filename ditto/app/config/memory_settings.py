@@ -43,7 +43,7 @@ _MAX_DAYS = 36_500
 
 
 class RetentionRuleSettings(_Strict):
-    """One category's rule under ``workers.memory.maintenance.retention.categories``."""
+    """One category's rule under ``workers.memory.retention.categories``."""
 
     archive_after_days: float | None = Field(None, gt=0, le=_MAX_DAYS)
     """Archive records neither edited nor used for this many days."""
@@ -63,7 +63,7 @@ class RetentionRuleSettings(_Strict):
 
 
 class MemoryRetentionSettings(_Strict):
-    """``workers.memory.maintenance.retention:`` — hygiene of records and of the audit log."""
+    """``workers.memory.retention:`` — hygiene of records and of the audit log."""
 
     categories: dict[str, RetentionRuleSettings] = Field(default_factory=dict)
     """Rules per category (``core`` is kept until deleted and takes none), e.g.

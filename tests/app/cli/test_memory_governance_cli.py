@@ -273,3 +273,23 @@ def test_models_status_reports_the_installed_weights() -> None:
     assert unknown.exit_code == 2
     assert "minilm" in unknown.stderr
     assert "e5-small" in unknown.stderr
+
+
+def test_hygiene_without_rules_names_the_key_the_configuration_takes(tmp_path: Path) -> None:
+    database = tmp_path / "plain.sqlite"
+    anyio.run(_seed_one, database)
+    bare = invoke_cli("memory", "hygiene", "--config", str(_config(tmp_path, database)))
+    assert bare.exit_code == 0, bare.stderr
+    hint = bare.stderr.split("add ", 1)[1].split(" to ditto.yaml", 1)[0]
+    path = hint.split(".")
+    assert path == ["workers", "memory", "retention", "categories"]
+    # The key it names is one the loader takes.
+    rules = "    retention:\n      categories:\n        daily: {archive_after_days: 7}\n"
+    ruled = invoke_cli("memory", "hygiene", "--config", str(_config(tmp_path, database, rules)))
+    assert ruled.exit_code == 0, ruled.stderr
+    assert "no retention rules" not in ruled.stderr
+
+
+async def _seed_one(database: Path) -> None:
+    async with SqliteMemoryStore(database) as store:
+        await store.write([MemoryDraft(content="a fact", key="fact:1")], "create")
