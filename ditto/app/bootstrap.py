@@ -108,8 +108,8 @@ def _memory_store(settings: Settings, existing: bool) -> MemoryStore:
             memory.mysql_url.get_secret_value(), pool_size=memory.mysql_pool_size
         )
     path = memory.sqlite_file
-    if not existing:
-        return SqliteMemoryStore(path)
+    if not existing:  # the file is made if missing, not its folder: a typo is not a new store
+        return SqliteMemoryStore(path, create_folder=False)
     if not path.is_file():
         raise MemoryStoreError(f"no memory store at {path}", code=ErrorCode.STORE_UNAVAILABLE)
     # WAL readers need to write the -shm file beside the database, so the folder counts too.

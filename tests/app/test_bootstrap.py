@@ -10,6 +10,7 @@ import pytest
 from ditto.app.bootstrap import open_runtime
 from ditto.app.config import load_config
 from ditto.errors import ConfigError
+from workers.memory import MemoryStoreError
 
 pytestmark = pytest.mark.anyio
 
@@ -25,6 +26,22 @@ async def test_the_default_is_a_sqlite_file(
     async with open_runtime(load_config(env={})) as runtime:
         found = await runtime.invoke("MEMORY.GET", {"keys": ["k"]})
     assert found.unwrap().items[0].content == 1
+
+
+async def test_a_configured_file_in_a_missing_folder_is_unavailable_not_created(
+    tmp_path: Path,
+) -> None:
+    """A typo in ``sqlite_path`` must not start an empty store in a new folder (as ``Memory``
+    and the CLI refuse to): opening fails ``STORE_UNAVAILABLE`` naming the folder."""
+    config = tmp_path / "ditto.yaml"
+    missing = tmp_path / "typo" / "memory.sqlite"
+    config.write_text(f"workers:\n  memory:\n    sqlite_path: '{missing}'\n")
+    with pytest.raises(MemoryStoreError) as refused:
+        async with open_runtime(load_config(config, env={})):
+            pass
+    assert refused.value.code == "STORE_UNAVAILABLE"
+    assert str(missing.parent) in str(refused.value)
+    assert not missing.parent.exists()
 
 
 async def test_configured_limits_and_backend_apply(tmp_path: Path) -> None:

@@ -130,7 +130,12 @@ def _list(
         errors.print("nothing waits for review", highlight=False)
         return
     table = Table(title=f"{len(rows)} records wait for review")
-    for column in ("id", "status", "key", "namespace", "trust", "source", "why", "content"):
+    # The id is what --accept and --reject take: whole on one line at any width (80 columns
+    # when piped), the other columns fold around it.
+    widest = max(len(row["record"].id) for row in rows)
+    table.add_column("id", no_wrap=True, min_width=widest)
+    table.add_column("status", no_wrap=True, min_width=len("quarantined"))
+    for column in ("key", "namespace", "trust", "source", "why", "content"):
         table.add_column(column, overflow="fold")
     for row in rows:
         item = row["record"]

@@ -20,6 +20,7 @@ from workers.memory.model.reviews import UNDER_REVIEW, ReviewDecision, Verdict
 __all__ = (
     "ReviewGuard",
     "ReviewStep",
+    "contested_to_review",
     "keys_to_review",
     "locked_for_review",
     "plan_reviews",
@@ -69,6 +70,24 @@ def keys_to_review(
     return sorted(keys)
 
 
+def contested_to_review(
+    decisions: Iterable[ReviewDecision], stored: Mapping[str, MemoryItem]
+) -> list[str]:
+    """The ids of the records that the keyless records to accept contest (sorted): accepting
+    such a claim supersedes the record it contests, as accepting a keyed one supersedes its
+    key's holder, so :func:`plan_reviews` needs them too."""
+    return sorted(
+        {
+            item.contests
+            for decision in decisions
+            if decision.decision == "accept"
+            and (item := stored.get(decision.id)) is not None
+            and item.key is None
+            and item.contests
+        }
+    )
+
+
 def locked_for_review(
     found: Iterable[MemoryItem], decisions: Iterable[ReviewDecision], ids: Iterable[str]
 ) -> tuple[dict[str, MemoryItem], dict[tuple[str, str], MemoryItem]]:
@@ -94,11 +113,13 @@ def plan_reviews(
     now: datetime,
     reviewer: str | None = None,
     guard: ReviewGuard | None = None,
+    contested: Mapping[str, MemoryItem] | None = None,
 ) -> list[ReviewStep]:
     """Decide every decision of a review against the records as stored.
 
     **Accept** makes a contested or quarantined record ``active``: it takes its key, and the
-    record that held the key (if any) is superseded — ``valid_to`` now, its source kept, in
+    record that held the key (if any) — for a keyless claim, the record it contests, if still
+    active — is superseded — ``valid_to`` now, its source kept, in
     history and ``as_of`` reads — exactly as a write that supersedes it would. The accepted
     record names it in ``supersedes``, contests nothing any more, is revived if archived, and
     becomes true now unless it states its own ``valid_from``. **Reject** deletes the record;
@@ -112,6 +133,7 @@ def plan_reviews(
         now: The review's time.
         reviewer: Who decides (the calling principal).
         guard: Checked on each record the review changes (a refusal plans nothing).
+        contested: The records of :func:`contested_to_review`, as stored (those that exist).
 
     Raises:
         MemoryStoreError: ``NOT_FOUND`` for an id not in ``stored``; ``CONFLICT`` for a record
@@ -138,6 +160,8 @@ def plan_reviews(
             )
             continue
         holder = None
+        if item.key is None and item.contests and contested:
+            holder = _contested_holder(item, contested, taken)
         if item.key is not None:
             place = (item.namespace, item.key)
             if place in taken:
@@ -167,6 +191,24 @@ def plan_reviews(
         retired_entry = history_entry(retired, "supersede", now, reviewer)
         steps.append(ReviewStep("accept", accepted, entry, retired, retired_entry))
     return steps
+
+
+def _contested_holder(
+    item: MemoryItem, contested: Mapping[str, MemoryItem], taken: dict[tuple[str, str], str]
+) -> MemoryItem | None:
+    """The active record a keyless claim contests (in its namespace), which accepting the claim
+    supersedes; ``None`` when it is gone or no longer active."""
+    held = contested.get(item.contests or "")
+    if held is None or held.status != "active" or held.namespace != item.namespace:
+        return None
+    place = (held.namespace, "\0" + held.id)  # no key holds a NUL: a place of its own
+    if place in taken:
+        raise MemoryStoreError(
+            f"records {taken[place]!r} and {item.id!r} contest the same record {held.id!r}: "
+            "one review accepts at most one of them"
+        )
+    taken[place] = item.id
+    return held
 
 
 def review_history(steps: Iterable[ReviewStep]) -> list[HistoryEntry]:

@@ -194,7 +194,8 @@ class MemoryStore(ABC):
     ) -> list[MemoryItem]:
         """Apply a person's decisions on contested and quarantined records in one transaction,
         as :func:`~workers.memory.model.review_plan.plan_reviews` decides: an accepted record
-        becomes active and takes its key (the key's former holder is kept ``superseded``), a
+        becomes active and takes its key (the key's former holder is kept ``superseded``; a
+        keyless claim supersedes the record it contests, if that is still active), a
         rejected one is deleted with a ``reject`` history entry. A key never has two active
         records, not even inside the transaction: holders are retired before records are
         accepted.

@@ -95,6 +95,40 @@ async def test_accepting_a_contested_record_supersedes_the_key_holder(held: Memo
     assert (await held.ok("MEMORY.QUERY", {"filter": PENDING})).items == []
 
 
+async def test_accepting_a_keyless_claim_supersedes_the_record_it_contests(
+    held: MemoryHarness,
+) -> None:
+    """Without a key, the record a claim contests is what an accept supersedes: after it one
+    active record states the fact, the other is kept superseded, as with a key."""
+    verified = {"content": "Helga's office is room 4.12", "trust": "verified", "source": "hr"}
+    (fact,) = (await _write(held, verified)).items
+    claim = {"content": "Helga's office is room 5.03", "trust": "inferred", "source": "chat"}
+    (contested,) = (await _write(held, claim)).items
+    assert (contested.status, contested.contests) == ("contested", fact.id)
+    held.clock.now += timedelta(hours=1)
+    result = await _review(held, {"id": contested.id, "decision": "accept"})
+    assert result.ok, result.error
+    accepted = result.output.items[0].record
+    assert (accepted.status, accepted.supersedes, accepted.contests) == ("active", fact.id, None)
+    active = (await held.ok("MEMORY.QUERY", {})).items
+    assert [item.content for item in active] == ["Helga's office is room 5.03"]
+    (kept,) = (await held.ok("MEMORY.GET", {"ids": [fact.id], "include": ["superseded"]})).items
+    assert (kept.status, kept.valid_to, kept.source) == ("superseded", accepted.updated_at, "hr")
+    # Two claims contesting one record: one review accepts at most one of them.
+    (second,) = (await _write(held, {**verified, "content": "Helga's desk is desk 12"})).items
+    claims = [
+        {**claim, "content": f"Helga's desk is desk {desk}", "source": "chat"} for desk in (14, 15)
+    ]
+    (one,) = (await _write(held, claims[0])).items
+    (two,) = (await _write(held, claims[1])).items
+    assert (one.contests, two.contests) == (second.id, second.id)
+    both = await _review(
+        held, {"id": one.id, "decision": "accept"}, {"id": two.id, "decision": "accept"}
+    )
+    assert code_of(both) == ErrorCode.INVALID_INPUT
+    assert (await held.ok("MEMORY.GET", {"ids": [second.id]})).items[0].status == "active"
+
+
 async def test_accepting_a_quarantined_record_makes_it_visible(held: MemoryHarness) -> None:
     (quarantined,) = (await _write(held, {"content": INJECTION})).items
     assert quarantined.status == "quarantined"

@@ -34,6 +34,7 @@ from workers.memory.model.planning import (
 from workers.memory.model.records import now_from, order_key, to_micros
 from workers.memory.model.review_plan import (
     ReviewGuard,
+    contested_to_review,
     keys_to_review,
     plan_reviews,
     review_history,
@@ -239,7 +240,12 @@ class InProcessMemoryStore(
             for place in keys_to_review(decisions, stored)
             if place in self._keys
         }
-        steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+        contested = {
+            item_id: clone(self._items[item_id])
+            for item_id in contested_to_review(decisions, stored)
+            if item_id in self._items
+        }
+        steps = plan_reviews(decisions, stored, holders, now, reviewer, guard, contested)
         retired = [step.retired for step in steps if step.retired is not None]
         accepted = [step.item for step in steps if step.decision == "accept"]
         # Holders first: each gives its key up before the record accepted for it takes it.

@@ -29,6 +29,7 @@ from workers.memory.model.planning import (
 from workers.memory.model.records import now_from, order_key
 from workers.memory.model.review_plan import (
     ReviewGuard,
+    contested_to_review,
     keys_to_review,
     plan_reviews,
     review_history,
@@ -234,7 +235,12 @@ class MarkdownMemoryStore(MarkdownLogs, MarkdownVectors, KeywordSearch, RecordIm
                 for place in keys_to_review(decisions, stored)
                 if (holder := folder.holder(*place)) is not None
             }
-            steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+            contested = {
+                item_id: folder.items[item_id]
+                for item_id in contested_to_review(decisions, stored)
+                if item_id in folder.items
+            }
+            steps = plan_reviews(decisions, stored, holders, now, reviewer, guard, contested)
             retired = [step.retired for step in steps if step.retired is not None]
             accepted = [step.item for step in steps if step.decision == "accept"]
             rejected = [step.item.id for step in steps if step.decision == "reject"]

@@ -21,6 +21,7 @@ from workers.memory.model.planning import (
 from workers.memory.model.records import to_micros
 from workers.memory.model.review_plan import (
     ReviewGuard,
+    contested_to_review,
     locked_for_review,
     plan_reviews,
     review_history,
@@ -156,7 +157,17 @@ async def review_batch(
         [*ids, *hashes],
     )
     stored, holders = locked_for_review(map(row_to_item, rows), decisions, ids)
-    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
+    wanted = contested_to_review(decisions, stored)
+    contested: dict[str, MemoryItem] = {}
+    if wanted:  # the records keyless claims contest: an accept supersedes them
+        rows = await fetch(
+            db,
+            f"SELECT {columns()} FROM {records()} WHERE m.`id` IN ({marks(len(wanted))}) "
+            "ORDER BY m.`id` FOR UPDATE",
+            wanted,
+        )
+        contested = {item.id: item for item in map(row_to_item, rows)}
+    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard, contested)
     for step in steps:
         if step.retired is not None:
             await _replace(db, step.retired)

@@ -28,6 +28,7 @@ from workers.memory.model.planning import (
 )
 from workers.memory.model.review_plan import (
     ReviewGuard,
+    contested_to_review,
     keys_to_review,
     plan_reviews,
     review_history,
@@ -184,8 +185,12 @@ def review_batch(
             item = row_to_item(row)
             if item.status == "active":
                 holders[(namespace, key)] = item
-    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard)
-    current = {**stored, **{holder.id: holder for holder in holders.values()}}
+    contested = {
+        row[0]: row_to_item(row)
+        for row in rows_for_ids(connection, BY_ID, contested_to_review(decisions, stored))
+    }
+    steps = plan_reviews(decisions, stored, holders, now, reviewer, guard, contested)
+    current = {**stored, **contested, **{holder.id: holder for holder in holders.values()}}
     _store_over(connection, [step.retired for step in steps if step.retired is not None], current)
     accepted = [step.item for step in steps if step.decision == "accept"]
     _store_over(connection, accepted, current)
