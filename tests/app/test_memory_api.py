@@ -241,3 +241,27 @@ def test_wrong_argument_types_are_clear_errors(
 def test_bad_construction_fails_at_once(arguments: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         Memory(**arguments)  # type: ignore[arg-type]
+
+
+def test_a_project_workers_package_that_shadows_ditto_s_is_named_at_import(
+    tmp_path: Path,
+) -> None:
+    """Ditto installs a top-level ``workers`` package: a project's own, importable first from
+    its folder, gets a clear ImportError naming both, not a bare ModuleNotFoundError later."""
+    import subprocess
+    import sys
+
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "__init__.py").write_text("")
+    code = "from ditto import Memory; Memory('m.sqlite').add('hello')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0
+    assert "ImportError: Ditto needs its own top-level package 'workers'" in done.stderr
+    assert str(tmp_path / "workers" / "__init__.py") in done.stderr
+    assert "No module named" not in done.stderr
+    fine = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path / "workers", capture_output=True, check=False
+    )
+    assert fine.returncode == 0, fine.stderr
