@@ -39,7 +39,8 @@ def plan_merges(
     guard: WriteGuard | None = None,
 ) -> list[WriteStep]:
     """The ``merge`` steps of a WRITE: each record in ``rules.merges`` with the sources of the
-    drafts that repeat it added (a new version and a ``merge`` history entry), after
+    drafts that repeat it added, and its trust raised to ``rules.confirmed``'s where that
+    outranks it (a new version and a ``merge`` history entry), after
     ``steps`` (the drafts' own, which may retire one of them). ``rules.merged`` receives every
     such record as it stands after the write.
 
@@ -63,11 +64,14 @@ def plan_merges(
         ):
             continue
         merged = with_sources(stored, sources)
-        if merged == stored.sources:
+        trust = rules.confirmed.get(record_id)
+        if trust is None or rules.rank(trust) <= rules.rank(stored.trust):
+            trust = stored.trust
+        if merged == stored.sources and trust == stored.trust:
             rules.merged[record_id] = stored
             continue
         item = msgspec.structs.replace(
-            stored, sources=merged, updated_at=now, version=stored.version + 1
+            stored, sources=merged, trust=trust, updated_at=now, version=stored.version + 1
         )
         rules.merged[record_id] = item
         merges.append(WriteStep("merge", item, history_entry(item, "merge", now)))

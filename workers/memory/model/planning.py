@@ -129,6 +129,10 @@ class WriteRules:
     merges: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
     """Record id -> the version the dedupe stage read and the sources of drafts it found to
     repeat that record (see :func:`~workers.memory.model.merges.plan_merges`)."""
+    confirmed: dict[str, str] = field(default_factory=dict)
+    """Record id -> the trust of the most trusted draft repeating it, where that outranks the
+    record's own: a fact a more trusted source states again is held at that trust (so a
+    less trusted write can no longer supersede it)."""
     merged: dict[str, MemoryItem] = field(default_factory=dict)
     """Record id -> the record as a merge left it (filled by the store's planning)."""
     retired: dict[str, MemoryItem] = field(default_factory=dict)

@@ -162,7 +162,7 @@ class WritePipeline:
             for position, item in prepared.contradicts.items()
             if position in place
         }
-        rules.merges = self._merges(prepared)
+        rules.merges = self._merges(prepared, rules)
         return prepared
 
     def _check_trust(self, position: int, draft: MemoryDraft) -> None:
@@ -206,18 +206,25 @@ class WritePipeline:
                 prepared.observed.setdefault(position, []).append("deduplicated")
 
     @staticmethod
-    def _merges(prepared: PreparedWrite) -> dict[str, tuple[int, list[str]]]:
+    def _merges(prepared: PreparedWrite, rules: WriteRules) -> dict[str, tuple[int, list[str]]]:
         """Record id -> its version and the sources of the drafts that repeat it (directly,
-        or by repeating a draft of the same write that does)."""
+        or by repeating a draft of the same write that does); the most trusted of those
+        drafts that outranks the record goes in ``rules.confirmed``."""
         merges: dict[str, tuple[int, list[str]]] = {}
         repeated = [
             (position, prepared.duplicates.get(earlier))
             for position, earlier in prepared.repeats.items()
         ]
         for position, item in [*prepared.duplicates.items(), *repeated]:
-            source = prepared.drafts[position].source
-            if item is not None and source is not None:
-                merges.setdefault(item.id, (item.version, []))[1].append(source)
+            if item is None:
+                continue
+            draft = prepared.drafts[position]
+            if draft.source is not None:
+                merges.setdefault(item.id, (item.version, []))[1].append(draft.source)
+            best = rules.confirmed.get(item.id, item.trust)
+            if draft.trust is not None and rules.rank(draft.trust) > rules.rank(best):
+                rules.confirmed[item.id] = draft.trust
+                merges.setdefault(item.id, (item.version, []))
         return merges
 
     def _screen(

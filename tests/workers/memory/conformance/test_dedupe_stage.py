@@ -213,6 +213,29 @@ async def test_sources_accumulate_on_the_record_a_duplicate_repeats(
     assert (unchanged.sources, unchanged.version) == (["chat:2", "chat:3"], 2)
 
 
+async def test_a_more_trusted_source_stating_the_fact_again_raises_its_trust(
+    deduping: MemoryHarness,
+) -> None:
+    """A fact first inferred, then stated by a verified source, is held as verified (so a
+    less trusted write can no longer supersede it); a less trusted repeat lowers nothing."""
+    fact = "Nina's badge number is 5521."
+    (original,) = (
+        await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "trust": "inferred"}]})
+    ).items
+    confirmed = await deduping.ok(
+        "MEMORY.WRITE",
+        {"memories": [{"content": fact, "trust": "verified"}, {"content": fact, "trust": "user"}]},
+    )
+    assert [outcome.outcome for outcome in confirmed.outcomes] == [["deduplicated"]] * 2
+    returned = confirmed.items[0]
+    assert (returned.id, returned.trust, returned.version) == (original.id, "verified", 2)
+    (stored,) = await deduping.all_records()
+    assert (stored.trust, stored.sources) == ("verified", [])
+    await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "trust": "agent"}]})
+    (unchanged,) = await deduping.all_records()
+    assert (unchanged.trust, unchanged.version) == ("verified", 2)
+
+
 async def test_sources_keep_only_the_newest(deduping: MemoryHarness) -> None:
     fact = "Payroll runs on the last business day of the month."
     await deduping.ok("MEMORY.WRITE", {"memories": [{"content": fact, "source": "s0"}]})
