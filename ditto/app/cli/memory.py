@@ -17,7 +17,6 @@ from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
-import msgspec
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -26,6 +25,7 @@ from ditto.app.cli.memory_common import (
     ConfigOption,
     JsonOption,
     NamespaceOption,
+    PrincipalOption,
     call_nodes,
     on_store,
     preview,
@@ -33,6 +33,7 @@ from ditto.app.cli.memory_common import (
     records,
 )
 from ditto.app.cli.memory_copy import copy
+from ditto.app.cli.memory_get import get_records
 from ditto.app.cli.memory_governance import audit, hygiene, reindex
 from ditto.app.cli.memory_import import import_records
 from ditto.app.cli.memory_review import review
@@ -51,9 +52,6 @@ memory_app = typer.Typer(
     help="Inspect and govern the configured memory store.", no_args_is_help=True
 )
 
-PrincipalOption = Annotated[
-    str | None, typer.Option("--principal", help="Act as this principal (access control).")
-]
 ArchivedOption = Annotated[
     str, typer.Option("--archived", help="exclude (default), include or only archived records.")
 ]
@@ -121,40 +119,7 @@ def list_records(
         console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
 
 
-@memory_app.command("get")
-def get_records(
-    refs: Annotated[list[str], typer.Argument(help="Record ids or keys.", metavar="ID_OR_KEY...")],
-    namespace: Annotated[str, typer.Option(help="Namespace the keys are in.")] = "default",
-    archived: Annotated[
-        bool, typer.Option("--archived", help="Also show archived records.")
-    ] = False,
-    principal: PrincipalOption = None,
-    as_json: JsonOption = False,
-    config: ConfigOption = None,
-) -> None:
-    """Show records by id or key (exit 1 when none is found; a key that lives in another
-    namespace is named with its namespaces)."""
-    settings = settings_or_exit(config)
-    request = {"ids": refs, "keys": refs, "namespace": namespace, "include_archived": archived}
-    calls = [("MEMORY.GET", request)]
-    # Keys the namespace does not hold may live elsewhere: one query per key, asked together.
-    calls += [
-        ("MEMORY.QUERY", {"filter": {"key": ref, "archived": "include"}, "limit": 20})
-        for ref in refs
-    ]
-    found, *elsewhere = call_nodes(settings, calls, principal)
-    if as_json:
-        print_json(found)
-    else:
-        for item in found.items:
-            console.print_json(msgspec.json.encode(item).decode())
-    if not found.items:
-        namespaces = sorted({item.namespace for page in elsewhere for item in page.items})
-        hint = f" in namespace {namespace!r}"
-        if namespaces:
-            hint += f"; the key exists in {', '.join(map(repr, namespaces))} (pass --namespace)"
-        errors.print(escape(f"no record found{hint}"), highlight=False)
-        raise typer.Exit(EXIT_NOT_FOUND)
+memory_app.command("get")(get_records)
 
 
 @memory_app.command("search")

@@ -35,6 +35,7 @@ __all__ = (
     "JsonOption",
     "NamespaceOption",
     "NodeCall",
+    "PrincipalOption",
     "call_nodes",
     "fail",
     "on_nodes",
@@ -47,6 +48,9 @@ __all__ = (
 
 T = TypeVar("T")
 
+PrincipalOption = Annotated[
+    str | None, typer.Option("--principal", help="Act as this principal (access control).")
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", help="ditto.yaml (default: $DITTO_CONFIG or ./ditto.yaml)."),

@@ -106,6 +106,50 @@ def test_get_by_key_or_id_and_exit_1_when_missing(seeded: Path) -> None:
     assert "no record found" in missing.stderr
 
 
+def test_get_names_each_ref_it_did_not_find(seeded: Path) -> None:
+    partly = invoke_cli(
+        "memory",
+        "get",
+        "pref:lang",
+        "nope",
+        "--namespace",
+        "alice",
+        "--json",
+        "--config",
+        str(seeded),
+    )
+    assert partly.exit_code == 1
+    assert [item["key"] for item in json.loads(partly.stdout)["items"]] == ["pref:lang"]
+    assert partly.stderr.strip() == "not found in namespace 'alice': 'nope'"
+
+
+def test_get_shows_a_hidden_record_when_included(tmp_path: Path) -> None:
+    import anyio
+
+    from workers.memory.model.planning import WriteRules
+
+    database = tmp_path / "held.sqlite"
+
+    async def seed() -> None:
+        async with SqliteMemoryStore(database) as store:
+            rules = WriteRules(quarantined=frozenset({0}))
+            await store.write([MemoryDraft(content="held back", key="note")], "create", rules=rules)
+
+    anyio.run(seed)
+    config = tmp_path / "ditto.yaml"
+    config.write_text(f"workers:\n  memory:\n    sqlite_path: '{database}'\n")
+    hidden = invoke_cli("memory", "get", "note", "--config", str(config))
+    assert hidden.exit_code == 1
+    shown = invoke_cli(
+        "memory", "get", "note", "--include", "quarantined", "--json", "--config", str(config)
+    )
+    assert shown.exit_code == 0, shown.stderr
+    (item,) = json.loads(shown.stdout)["items"]
+    assert (item["status"], item["content"]) == ("quarantined", "held back")
+    wrong = invoke_cli("memory", "get", "note", "--include", "hidden", "--config", str(config))
+    assert wrong.exit_code == 2
+
+
 def test_search_ranks_hits_and_exit_1_when_nothing_matches(seeded: Path) -> None:
     hits = invoke_cli(
         "memory", "search", "is the espresso machine broken?", "--json", "--config", str(seeded)
