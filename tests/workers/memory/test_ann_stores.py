@@ -35,7 +35,9 @@ def index_of(store: MemoryStore) -> VectorIndex:
 
 async def test_a_store_above_the_threshold_ranks_from_the_graph(env: Env) -> None:  # noqa: F811
     assert isinstance(env.store, VectorStore)
-    env.store.configure_ann(AnnSettings(threshold=60))
+    # f32: the graph's cosines equal exact search's, so its ranking can be compared exactly
+    # (half precision, the default, is checked against exact search in test_ann_index).
+    env.store.configure_ann(AnnSettings(threshold=60, dtype="f32"))
     embedder = TableEmbedder()
     runtime = await env.runtime(embedder=embedder)
     items = await seed(runtime, 150, namespaces=10)
@@ -66,7 +68,7 @@ async def test_sqlite_saves_its_graph_when_it_closes_and_opens_with_it(
     path = tmp_path / "memory.sqlite"
     embedder = TableEmbedder()
     request = {"query": "query", "strategy": "vector", "limit": 7}
-    settings = AnnSettings(threshold=60)
+    settings = AnnSettings(threshold=60, dtype="f32")  # rankings compared exactly
     async with SqliteMemoryStore(path) as store:
         store.configure_ann(settings)
         async with create_ditto(

@@ -46,12 +46,19 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
-from typing import NamedTuple
 
-from .align import matching_blocks
 from .similarity import is_near_duplicate
-from .text_norm import TermKind, kind, terms_and_words
+from .term_spans import (
+    CONTENT,
+    Analysed,
+    Span,
+    analysed_text,
+    has_kind,
+    renamed,
+    respelt,
+    spans_of,
+)
+from .text_norm import TermKind
 
 __all__ = (
     "MAX_REPLACED",
@@ -118,192 +125,9 @@ class Verdict:
 _NO_DIFF: tuple[str, ...] = ()
 _SHORT_PRODUCT = 400
 """Texts whose term counts multiply to more than this count shared terms with Counters."""
-# A tuple, not a set: membership is then three identity tests in C, where a set would call
-# the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
-_CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
-_VALUES = (TermKind.NUMBER, TermKind.DATE)
-_CACHED = 500
-"""Texts up to this long keep their :class:`_Text` in a cache of 8192 (a few KB each)."""
 
 
-class _Text(NamedTuple):
-    """What the rules read of one text, worked out once: a write compares an incoming text
-    with several stored ones, and a stored text meets many incoming ones."""
-
-    terms: tuple[str, ...]
-    words: tuple[str, ...]
-    """The normalised token of each term, position by position."""
-    kinds: tuple[TermKind, ...]
-    """The kind of each term, position by position."""
-    anchors: tuple[bool, ...]
-    """Whether each term anchors a subject: a content term, not a possessive ("Ines's"
-    names whose brother or sister follows)."""
-    distinct: frozenset[str]
-    repeats: bool
-    """Some term occurs twice (then :func:`_common` must count, not intersect sets)."""
-    ordered: tuple[str, ...]
-    """The terms sorted: two texts hold the same terms when these are equal."""
-    negated: bool
-
-
-def _text(text: str) -> _Text:
-    return _analysed(text) if len(text) <= _CACHED else _analyse(text)
-
-
-@lru_cache(maxsize=8192)
-def _analysed(text: str) -> _Text:
-    return _analyse(text)
-
-
-def _analyse(text: str) -> _Text:
-    found, words = terms_and_words(text)
-    kinds = tuple(map(kind, found))
-    distinct = frozenset(found)
-    return _Text(
-        found,
-        words,
-        kinds,
-        tuple(k in _CONTENT and not t.endswith("'s") for t, k in zip(found, kinds, strict=True)),
-        distinct,
-        len(distinct) != len(found),
-        tuple(sorted(found)),
-        TermKind.NEGATION in kinds,
-    )
-
-
-def _identifier(word: str, found: TermKind) -> bool:
-    """A number, or a code of letters and digits ("web-01", "inv-2024-0017", "lh2157")."""
-    if found is TermKind.NUMBER:
-        return True
-    return (
-        found is TermKind.WORD and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
-    )
-
-
-def _renamed(span: _Span) -> bool:
-    """One identifier replaced by another right after the head of the subject, the statement
-    going on the same after it: "Order 4471 shipped on March 3" and "Order 4472 …" are two
-    orders, "Ticket SUP-2231 is assigned to Maria" and "… SUP-2232 …" two tickets."""
-    return (
-        len(span.old) == len(span.new) == 1
-        and span.after_head
-        and span.content_after
-        and _identifier(span.old_words[0], span.old_kinds[0])
-        and _identifier(span.new_words[0], span.new_kinds[0])
-    )
-
-
-def _respelt(span: _Span) -> bool:
-    """One word replaced by a spelling of it: at most one edit (an insertion, deletion,
-    substitution or swap of neighbours) in a word of five letters or more, two from eight.
-    Shorter words are left alone: "Tom" and "Tim" are two people."""
-    if len(span.old) != 1 or len(span.new) != 1:
-        return False
-    if span.old_kinds[0] is not TermKind.WORD or span.new_kinds[0] is not TermKind.WORD:
-        return False
-    old, new = span.old_words[0], span.new_words[0]
-    shorter = min(len(old), len(new))
-    if shorter < 5 or not (old.isalpha() and new.isalpha()):
-        return False
-    return _edits(old, new, 1 if shorter < 8 else 2) is not None
-
-
-def _edits(a: str, b: str, most: int) -> int | None:
-    """The optimal-string-alignment distance of ``a`` and ``b`` if at most ``most``."""
-    if abs(len(a) - len(b)) > most:
-        return None
-    before: list[int] = []
-    row = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        if min(current) > most:
-            return None
-        before, row = row, current
-    return row[-1] if row[-1] <= most else None
-
-
-def _has(kinds: Sequence[TermKind], *wanted: TermKind) -> bool:
-    # A plain loop, not any(): a generator per call costs more than the few kinds it reads.
-    for k in wanted:  # noqa: SIM110
-        if k in kinds:
-            return True
-    return False
-
-
-class _Span(NamedTuple):
-    old: tuple[str, ...]
-    new: tuple[str, ...]
-    old_words: tuple[str, ...]
-    new_words: tuple[str, ...]
-    old_kinds: tuple[TermKind, ...]
-    new_kinds: tuple[TermKind, ...]
-    after_number: bool
-    """Both sides follow the same number: the unit (or what is counted) changed."""
-    before_anchor: bool
-    """No aligned content word precedes it: it stands where the subject does."""
-    value_after: bool
-    """An aligned number or date follows it: the statement's value is the same on both sides,
-    so the span qualifies *what* has that value (whose membership, which appointment)."""
-    after_head: bool
-    """It directly follows the text's first content word (the head of its subject): a number
-    or code there names the thing ("Order 4471 shipped", "Ticket SUP-2231 is"), where after a
-    verb ("cycles 19 miles", "owes Simon 17 dollars") it is a value."""
-    content_after: bool
-    """An aligned content term follows it: the statement goes on the same after it."""
-
-
-def _spans(old: _Text, new: _Text) -> tuple[int, list[_Span]]:
-    """Aligned term count and the differing spans of two texts' terms.
-
-    The spans are the gaps between matching blocks, in order: what
-    ``SequenceMatcher.get_opcodes()`` tags other than ``equal``."""
-    a, b = old.terms, new.terms
-    shared = 0
-    anchored = False
-    spans: list[_Span] = []
-    i1 = j1 = 0
-    head = next((at for at, anchor in enumerate(old.anchors) if anchor), -1)
-    blocks = matching_blocks(a, b)
-    # Per block: whether it or a later one aligns a number or a date (a value both state).
-    valued = [False] * len(blocks)
-    contented = [False] * len(blocks)
-    later = said = False
-    for at in range(len(blocks) - 1, -1, -1):
-        start, _, size = blocks[at]
-        later = later or _has(old.kinds[start : start + size], *_VALUES)
-        said = said or _has(old.kinds[start : start + size], *_CONTENT)
-        valued[at] = later
-        contented[at] = said
-    for at, (i2, j2, size) in enumerate(blocks):
-        if i1 < i2 or j1 < j2:
-            spans.append(
-                _Span(
-                    a[i1:i2],
-                    b[j1:j2],
-                    old.words[i1:i2],
-                    new.words[j1:j2],
-                    old.kinds[i1:i2],
-                    new.kinds[j1:j2],
-                    i1 > 0 and j1 > 0 and old.kinds[i1 - 1] is TermKind.NUMBER,
-                    not anchored,
-                    valued[at],
-                    i1 > 0 and j1 > 0 and i1 - 1 == head,
-                    contented[at],
-                )
-            )
-        i1, j1 = i2 + size, j2 + size
-        shared += size
-        if not anchored and size:
-            anchored = True in old.anchors[i2:i1]
-    return shared, spans
-
-
-def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
+def _preference_flip(spans: Sequence[Span]) -> Span | None:
     prefer, avoid = TermKind.PREFER, TermKind.AVOID
     for span in spans:
         if (prefer in span.old_kinds and avoid in span.new_kinds) or (
@@ -314,7 +138,7 @@ def _preference_flip(spans: Sequence[_Span]) -> _Span | None:
 
 
 def _verdict(
-    relation: Relation, reason: Reason, spans: Sequence[_Span], *kinds: TermKind
+    relation: Relation, reason: Reason, spans: Sequence[Span], *kinds: TermKind
 ) -> Verdict:
     """A verdict naming the words of ``spans`` (only those of ``kinds``, when given)."""
     if not kinds:
@@ -345,7 +169,7 @@ def _too_little(size_a: int, size_b: int, shared: int) -> bool:
     return too_little and not contained
 
 
-def _common(old: _Text, new: _Text) -> int:
+def _common(old: Analysed, new: Analysed) -> int:
     """How many terms the two texts hold in common, counted with repeats."""
     if not old.repeats and not new.repeats:
         # Each term once on both sides: the multiset intersection is the set intersection.
@@ -375,7 +199,7 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     Returns:
         The verdict: relation, reason and the differing words.
     """
-    first_text, second_text = _text(old), _text(new)
+    first_text, second_text = analysed_text(old), analysed_text(new)
     a, b = first_text.terms, second_text.terms
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
@@ -383,7 +207,7 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         # The terms the two hold in common bound the aligned ones: already too few, so the
         # alignment (most of this function's cost) cannot change the verdict of rule 2.
         return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
-    shared, spans = _spans(first_text, second_text)
+    shared, spans = spans_of(first_text, second_text)
     if not same_subject:
         if _too_little(len(a), len(b), shared):
             return Verdict(Relation.UNRELATED, Reason.LOW_OVERLAP)
@@ -397,21 +221,21 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
         return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
     # A word misspelt or spelt another way ("fligths", "infrastucture") is the same word.
-    spans = [span for span in spans if not _respelt(span)]
+    spans = [span for span in spans if not respelt(span)]
     if not spans:
         return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
     if not same_subject:
         first = spans[0]
         if (
             first.before_anchor
-            and _has(first.old_kinds, TermKind.WORD)
-            and _has(first.new_kinds, TermKind.WORD)
+            and has_kind(first.old_kinds, TermKind.WORD)
+            and has_kind(first.new_kinds, TermKind.WORD)
         ):
             # Whose or which thing the statement is about changed ("Alice's flight" -> "Bob's
             # flight", "the staging database" -> "the production database"): whatever else
             # changed belongs to another subject.
             return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
-        named = next((span for span in spans if _renamed(span)), None)
+        named = next((span for span in spans if renamed(span)), None)
         if named is not None:
             return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [named])
     if first_text.negated != second_text.negated:
@@ -430,7 +254,9 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     units = [s for s in replaced if s.after_number]
     if units:
         return _verdict(Relation.CONTRADICTION, Reason.NUMBER_CHANGED, units[:1])
-    content = [s for s in replaced if _has(s.old_kinds, *_CONTENT) and _has(s.new_kinds, *_CONTENT)]
+    content = [
+        s for s in replaced if has_kind(s.old_kinds, *CONTENT) and has_kind(s.new_kinds, *CONTENT)
+    ]
     if content:
         first = content[0]
         if first_text.distinct.issuperset(first.new) and second_text.distinct.issuperset(first.old):
@@ -438,9 +264,9 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
         if first.before_anchor or first.value_after:
             return _verdict(Relation.UNRELATED, Reason.SUBJECT_CHANGED, [first])
         return _verdict(Relation.CONTRADICTION, Reason.OBJECT_CHANGED, [first])
-    if any(_has(s.new_kinds, *_CONTENT) for s in spans):
+    if any(has_kind(s.new_kinds, *CONTENT) for s in spans):
         return _verdict(Relation.COMPATIBLE, Reason.ADDED_DETAIL, spans)
-    if any(_has(s.old_kinds, *_CONTENT) for s in spans):
+    if any(has_kind(s.old_kinds, *CONTENT) for s in spans):
         return _verdict(Relation.COMPATIBLE, Reason.REMOVED_DETAIL, spans)
     # Only function words differ ("was" -> "is", "in" -> "at"): the same fact, a new wording.
     return _verdict(Relation.COMPATIBLE, Reason.PARAPHRASE, spans)
