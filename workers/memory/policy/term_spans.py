@@ -19,6 +19,7 @@ __all__ = (
     "Span",
     "analysed_text",
     "has_kind",
+    "head_term",
     "renamed",
     "respelt",
     "spans_of",
@@ -207,3 +208,13 @@ def spans_of(old: Analysed, new: Analysed) -> tuple[int, list[Span]]:
         if not anchored and size:
             anchored = True in old.anchors[i2:i1]
     return shared, spans
+
+
+def head_term(text: str) -> str | None:
+    """The first term that anchors a subject in ``text`` ("oliver" in "Oliver likes spicy
+    food", "offic" in "Helga's office is room 4.12"), or ``None``."""
+    analysed = analysed_text(text)
+    for term, anchor in zip(analysed.terms, analysed.anchors, strict=True):
+        if anchor:
+            return term
+    return None

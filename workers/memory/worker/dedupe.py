@@ -42,6 +42,8 @@ __all__ = ("Duplicates", "Matches")
 
 _CANDIDATES = 3
 """Near-duplicate candidates confirmed per draft (the most similar by signature)."""
+_HEAD_CANDIDATES = 4
+"""Short records of the same subject a short draft is judged against, beside LSH's."""
 _BAGS_KEPT = 4096
 """Bags of recent drafts kept for :meth:`Duplicates.learn` (past it, they are recomputed)."""
 
@@ -94,6 +96,10 @@ class Duplicates:
         spaces = await self._sync.synced(dict.fromkeys(draft.namespace for _, draft in drafts), now)
         namespaces = {position: spaces[draft.namespace] for position, draft in drafts}
         candidates = self._candidates(drafts, namespaces, prints, contradict, found.repeats)
+        for position in contradict:  # short statements: also the records of the same subject
+            if position in candidates:
+                more = namespaces[position].by_head(texts[position])[:_HEAD_CANDIDATES]
+                candidates[position] = list(dict.fromkeys([*candidates[position], *more]))
         # Judge the candidates as the sync just read them; re-read the one that counts.
         picked: dict[int, tuple[bool, MemoryItem]] = {}
         for position, ids in candidates.items():

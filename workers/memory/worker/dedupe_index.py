@@ -14,12 +14,19 @@ from workers.memory.model.contracts import MemoryItem
 from workers.memory.model.planning import is_live
 from workers.memory.model.records import content_text
 from workers.memory.policy.similarity import CandidateIndex, Signature, fingerprints
+from workers.memory.policy.term_spans import head_term
 
 __all__ = ("Entry", "NamespaceIndex", "Print")
 
 Print = tuple[str, Signature, int]
 """A text's exact hash, signature and bag."""
 
+SHORT_TEXT = 80
+"""Texts up to this many characters are also indexed by their subject's head term: a short
+statement shares too few shingles with its contradiction ("Oliver likes spicy food" /
+"Oliver dislikes spicy food") for LSH to pair them reliably."""
+_HEAD_KEPT = 16
+"""Short records kept per head term (the newest)."""
 _GONE_KEPT = 8192
 """Records known not live, per namespace, kept for the change feed (past it, the oldest is
 dropped: the feed then reads it again, once)."""
@@ -43,6 +50,10 @@ class NamespaceIndex:
     bag_count: dict[int, int] = field(default_factory=dict)
     """Bag -> how many records hold it."""
     index: CandidateIndex[str] = field(default_factory=CandidateIndex)
+    heads: dict[str, dict[str, None]] = field(default_factory=dict)
+    """Head term -> the ids of short records whose subject it heads, oldest first."""
+    head_of: dict[str, str] = field(default_factory=dict)
+    """Id -> the head term a short record is kept under."""
     gone: dict[str, int] = field(default_factory=dict)
     """Id -> the version at which a record is known not to be live (superseded, contested,
     quarantined, archived, expired), oldest first."""
@@ -61,6 +72,8 @@ class NamespaceIndex:
             self.entries[item.id] = Entry(item, text, text_hash, bag)
             self.hashes.setdefault(text_hash, item.id)
             self.bag_count[bag] = self.bag_count.get(bag, 0) + 1
+            if len(text) <= SHORT_TEXT and item.key is None:
+                self._hold_head(item.id, text)
         self.index.add_many([(item.id, sig) for item, _, (_, sig, _) in records])
 
     def read(self, items: Sequence[MemoryItem], now: datetime) -> None:
@@ -90,7 +103,30 @@ class NamespaceIndex:
         if len(self.gone) > _GONE_KEPT:
             del self.gone[next(iter(self.gone))]
 
+    def by_head(self, text: str) -> list[str]:
+        """The short keyless records whose subject ``text``'s head term heads, newest first."""
+        head = head_term(text) if len(text) <= SHORT_TEXT else None
+        return list(reversed(self.heads.get(head, {}))) if head is not None else []
+
+    def _hold_head(self, record_id: str, text: str) -> None:
+        head = head_term(text)
+        if head is None:
+            return
+        held = self.heads.setdefault(head, {})
+        held[record_id] = None
+        self.head_of[record_id] = head
+        if len(held) > _HEAD_KEPT:
+            oldest = next(iter(held))
+            del held[oldest]
+            del self.head_of[oldest]
+
     def forget(self, record_id: str) -> None:
+        head = self.head_of.pop(record_id, None)
+        if head is not None:
+            held = self.heads[head]
+            del held[record_id]
+            if not held:
+                del self.heads[head]
         entry = self.entries.pop(record_id, None)
         if entry is None:
             return

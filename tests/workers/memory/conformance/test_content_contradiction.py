@@ -96,6 +96,27 @@ async def test_a_turned_preference_supersedes(guarded: MemoryHarness) -> None:
     assert (outcome.outcome, outcome.supersedes) == (["superseded"], old.id)
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Oliver likes spicy food.", "Oliver dislikes spicy food."),
+        ("Mei is vegetarian.", "Mei is not vegetarian."),
+        ("Ana takes the 7:40 bus.", "Ana takes the 8:10 bus."),
+    ],
+)
+async def test_a_short_statement_is_matched_by_its_subject(
+    guarded: MemoryHarness, old: str, new: str
+) -> None:
+    """Four or five words share too few shingles for the signature index to pair a statement
+    with its contradiction: the records of the same subject are judged too."""
+    filler = [f"Pat's note number {n} is about the garden." for n in range(20)]
+    for text in filler:
+        await _write(guarded, text)
+    first, _ = await _write(guarded, old)
+    _, outcome = await _write(guarded, new)
+    assert (outcome.outcome, outcome.supersedes) == (["superseded"], first.id)
+
+
 async def test_compatible_updates_and_other_subjects_are_new_records(
     guarded: MemoryHarness,
 ) -> None:
