@@ -65,7 +65,12 @@ _FUNCTION = _words(
 
 _NEGATIONS = _words(
     "not no never none nobody nothing neither nor cannot without stopped quit longer anymore "
-    "nowhere"
+    "nowhere "
+    # German, Dutch, French, Spanish, Portuguese, Italian, Russian (memory is written in many
+    # languages; words of two meanings, French "plus" and Italian "mai", are left out)
+    "nicht kein keine keinen keinem keiner nie niemals nichts niet geen nooit pas jamais rien "
+    "aucun aucune nunca nada ningún ninguna não nem nenhum nenhuma non nessuno nessuna "
+    "не нет никогда ничего ни"
 )
 _PREFER = _words("like love enjoy prefer adore want favor")
 _AVOID = _words("dislike hate avoid detest loathe despise")

@@ -316,3 +316,17 @@ def test_a_word_stemming_like_a_negation_is_not_one() -> None:
     """ "note" stems like "not": it must not read as a negation of the same fact."""
     verdict = classify("Note: the archive room is on floor 2", "The archive room is on floor 2")
     assert verdict.relation is not Relation.CONTRADICTION
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Der Hund darf auf das Sofa.", "Der Hund darf nicht auf das Sofa."),
+        ("Клиент пьёт кофе.", "Клиент не пьёт кофе."),
+        ("Le client veut des factures papier.", "Le client ne veut pas de factures papier."),
+        ("A cliente quer recibos.", "A cliente não quer recibos."),
+        ("Wij eten vlees.", "Wij eten geen vlees."),
+    ],
+)
+def test_a_negation_in_another_language_contradicts(old: str, new: str) -> None:
+    assert classify(old, new).reason is Reason.NEGATION
