@@ -24,7 +24,7 @@ one the draft-by-draft rules give.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -199,6 +199,8 @@ class Duplicates:
                 continue
             if item.status != "active":  # contested or quarantined: never a candidate
                 space.retire(item)
+                if item.status == "contested":  # but a claim stated again is a repeat
+                    space.hold_claim(item, text_hash)
                 continue
             text = content_text(item.content)
             bag = self._bags.get(text_hash)
@@ -207,6 +209,35 @@ class Duplicates:
             by_space[item.namespace].append((item, text, (text_hash, sig, bag)))
         for namespace, records in by_space.items():
             spaces[namespace].learn(records)
+
+    async def claims(
+        self,
+        drafts: Sequence[tuple[int, MemoryDraft]],
+        prints: Mapping[int, tuple[str, Signature]],
+        now: datetime,
+        visible_to: str | None,
+    ) -> dict[int, MemoryItem]:
+        """Position -> the contested record (a claim waiting for review) a draft states again
+        word for word, as the store holds it now (still contested, live, visible)."""
+        held: dict[int, MemoryItem] = {}
+        for position, draft in drafts:
+            space = self._sync.spaces.get(draft.namespace)
+            claim = None if space is None else space.claims.get(prints[position][0])
+            if claim is not None and (visible_to is None or is_visible(claim, visible_to)):
+                held[position] = claim
+        if not held:
+            return held
+        wanted = sorted({claim.id for claim in held.values()})
+        stored = {item.id: item for item in await self._store.get(wanted, [], "")}
+        return {
+            position: now_stored
+            for position, claim in held.items()
+            if (now_stored := stored.get(claim.id)) is not None
+            and now_stored.version == claim.version
+            and now_stored.status == "contested"
+            and now_stored.archived_at is None
+            and (now_stored.expires_at is None or now_stored.expires_at > now)
+        }
 
     def settle(self, changed: Iterable[MemoryItem]) -> None:
         """Hold other records a write stored as they now stand: its drafts that were not

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+import msgspec
+
 from workers.memory.model.contracts import MemoryItem
 from workers.memory.model.planning import is_live
 from workers.memory.model.records import content_text
-from workers.memory.policy.similarity import CandidateIndex, Signature, fingerprints
+from workers.memory.policy.similarity import CandidateIndex, Signature, exact_hash, fingerprints
 from workers.memory.policy.term_spans import head_term
 
 __all__ = ("Entry", "NamespaceIndex", "Print")
@@ -54,6 +56,11 @@ class NamespaceIndex:
     """Head term -> the ids of short records whose subject it heads, oldest first."""
     head_of: dict[str, str] = field(default_factory=dict)
     """Id -> the head term a short record is kept under."""
+    claims: dict[str, MemoryItem] = field(default_factory=dict)
+    """Exact hash -> a contested record with that text (a claim waiting for review): stating
+    it again adds nothing to the queue."""
+    claim_hash: dict[str, str] = field(default_factory=dict)
+    """Id -> the exact hash a contested record is held under in :attr:`claims`."""
     gone: dict[str, int] = field(default_factory=dict)
     """Id -> the version at which a record is known not to be live (superseded, contested,
     quarantined, archived, expired), oldest first."""
@@ -83,6 +90,8 @@ class NamespaceIndex:
             entry = self.entries.get(item.id)
             if not is_live(item, now):
                 self.retire(item)
+                if item.status == "contested" and is_live(_as_active(item), now):
+                    self.hold_claim(item, exact_hash(content_text(item.content)))
             elif entry is None or (entry.item.version, entry.item.content) != (
                 item.version,
                 item.content,
@@ -94,6 +103,11 @@ class NamespaceIndex:
             texts = [content_text(item.content) for item in changed]
             prints = fingerprints(texts)
             self.learn(list(zip(changed, texts, prints, strict=True)))
+
+    def hold_claim(self, item: MemoryItem, text_hash: str) -> None:
+        """Hold a contested record (already retired) under its text's exact hash."""
+        self.claims[text_hash] = item
+        self.claim_hash[item.id] = text_hash
 
     def retire(self, item: MemoryItem) -> None:
         """Take a record that is not live out of the index, remembering its version."""
@@ -121,6 +135,9 @@ class NamespaceIndex:
             del self.head_of[oldest]
 
     def forget(self, record_id: str) -> None:
+        claimed = self.claim_hash.pop(record_id, None)
+        if claimed is not None and self.claims[claimed].id == record_id:
+            del self.claims[claimed]
         head = self.head_of.pop(record_id, None)
         if head is not None:
             held = self.heads[head]
@@ -136,3 +153,8 @@ class NamespaceIndex:
         if self.hashes.get(entry.text_hash) == record_id:
             del self.hashes[entry.text_hash]
         self.index.remove(record_id)
+
+
+def _as_active(item: MemoryItem) -> MemoryItem:
+    """``item`` as if active: :func:`is_live` then says whether it is archived or expired."""
+    return msgspec.structs.replace(item, status="active")

@@ -186,6 +186,17 @@ class WritePipeline:
         checked = [(position, prepared.drafts[position]) for position in dedupe.keys() | contradict]
         found = await self.duplicates.find(sorted(checked), now, visible_to, contradict)
         prepared.prints = found.prints
+        # A claim waiting for review stated again, no more trusted than it was: a repeat of
+        # that claim (not a second one contesting the same record).
+        matched = found.duplicates.keys() | found.repeats.keys()
+        unmatched = [(p, d) for p, d in checked if p in dedupe and p not in matched]
+        claims = await self.duplicates.claims(unmatched, found.prints, now, visible_to)
+        rank = prepared.rules.rank
+        for position, claim in claims.items():
+            if rank(prepared.drafts[position].trust) <= rank(claim.trust):
+                found.duplicates[position] = claim
+                if dedupe[position]:  # not written: it contests nothing a second time
+                    found.contradicts.pop(position, None)
         # Drafts of one call contradicting the same record: the last one stated is the one
         # that supersedes or contests it (the others are stored as new records).
         last = {item.id: position for position, item in sorted(found.contradicts.items())}

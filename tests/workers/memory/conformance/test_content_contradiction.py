@@ -187,3 +187,35 @@ async def test_one_record_contradicted_twice_in_one_write_is_superseded_once(
         await guarded.ok("MEMORY.GET", {"ids": [old.id], "include": ["superseded"]})
     ).items
     assert (retired.status, retired.version) == ("superseded", 2)
+
+
+async def test_a_contested_claim_stated_again_is_a_repeat_not_a_second_claim(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    """With dedupe on, the same lower-trust claim written again joins the claim waiting for
+    review instead of queueing a second one; a more trusted statement of it goes its own way
+    (here: it supersedes the fact, as a verified write does)."""
+    store = await open_store()
+    policy = WritePolicy(StageModes(dedupe="enforce", contradiction="enforce"))
+    worker = create_memory_worker(store, clock=store_env.clock, policy=policy)
+    memory = MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+    async with memory.runtime:
+        fact, _ = await _write(memory, "The VPN gateway is vpn2.corp.example.", trust="user")
+        claim, first = await _write(memory, "The VPN gateway is vpn3.corp.example.", trust="agent")
+        assert (first.outcome, claim.status) == (["contested"], "contested")
+        again, outcome = await _write(
+            memory, "The VPN gateway is vpn3.corp.example.", trust="agent", source="chat:9"
+        )
+        assert (outcome.outcome, outcome.duplicate_of, again.id) == (
+            ["deduplicated"],
+            claim.id,
+            claim.id,
+        )
+        pending = {"status": ["contested"], "include": ["contested"]}
+        waiting = (await memory.ok("MEMORY.QUERY", {"filter": pending})).items
+        assert [item.id for item in waiting] == [claim.id]
+        stated, confirmed = await _write(
+            memory, "The VPN gateway is vpn3.corp.example.", trust="verified"
+        )
+        assert (confirmed.outcome, confirmed.supersedes) == (["superseded"], fact.id)
+        assert stated.status == "active"
