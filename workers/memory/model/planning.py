@@ -376,7 +376,7 @@ def _supersede_or_contest(
         contested = msgspec.structs.replace(fresh, status="contested", contests=stored.id)
         return WriteStep("contest", contested, history_entry(contested, "create", now))
     successor = msgspec.structs.replace(fresh, supersedes=stored.id)
-    retired = retire(stored, now)
+    retired = retire(stored, now, successor.valid_from)
     return WriteStep(
         "supersede",
         successor,
@@ -386,9 +386,14 @@ def _supersede_or_contest(
     )
 
 
-def retire(stored: MemoryItem, now: datetime) -> MemoryItem:
+def retire(stored: MemoryItem, now: datetime, until: datetime | None = None) -> MemoryItem:
     """``stored`` superseded at ``now``: it gives its key up and stays, no longer true, for
-    history and ``as_of`` reads (a new version)."""
+    history and ``as_of`` reads (a new version). It was true until ``until`` — when its
+    successor states that it became true (its ``valid_from``) — else until ``now``; a
+    successor dated before ``stored`` became true does not shorten it below nothing."""
+    end = now
+    if until is not None and (stored.valid_from is None or until >= stored.valid_from):
+        end = until
     return msgspec.structs.replace(
-        stored, status="superseded", valid_to=now, updated_at=now, version=stored.version + 1
+        stored, status="superseded", valid_to=end, updated_at=now, version=stored.version + 1
     )

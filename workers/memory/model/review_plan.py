@@ -187,7 +187,7 @@ def plan_reviews(
         if holder is None:
             steps.append(ReviewStep("accept", accepted, entry))
             continue
-        retired = retire(holder, now)
+        retired = retire(holder, now, accepted.valid_from)
         retired_entry = history_entry(retired, "supersede", now, reviewer)
         steps.append(ReviewStep("accept", accepted, entry, retired, retired_entry))
     return steps

@@ -109,6 +109,44 @@ async def test_an_equal_or_higher_trust_write_supersedes_and_keeps_the_old_fact(
     assert [item.content for item in now.items] == ["lives in Paris"]
 
 
+async def test_a_successor_dated_in_the_past_ends_the_old_fact_when_it_began(
+    guarded: MemoryHarness,
+) -> None:
+    """A write learned late ("she has worked at Globex since March") supersedes with the old
+    fact true until the new one's ``valid_from``, so ``as_of`` between the two answers Globex."""
+    (old,) = (
+        await _write(
+            guarded,
+            {
+                "key": "job",
+                "content": "works at Acme",
+                "trust": "user",
+                "valid_from": "2019-01-01T00:00:00Z",
+            },
+        )
+    ).items
+    guarded.clock.now += timedelta(days=30)
+    began = guarded.clock.now - timedelta(days=10)
+    moved = await _write(
+        guarded,
+        {
+            "key": "job",
+            "content": "works at Globex",
+            "trust": "user",
+            "valid_from": began.isoformat(),
+        },
+    )
+    assert moved.outcomes[0].outcome == ["superseded"]
+    (kept,) = (await guarded.ok("MEMORY.GET", {"ids": [old.id], "include": ["superseded"]})).items
+    assert kept.valid_to == began
+    meanwhile = (began + timedelta(days=1)).isoformat()
+    then = await guarded.ok("MEMORY.QUERY", {"filter": {"as_of": meanwhile}})
+    assert [item.content for item in then.items] == ["works at Globex"]
+    earlier = (began - timedelta(days=1)).isoformat()
+    before = await guarded.ok("MEMORY.QUERY", {"filter": {"as_of": earlier}})
+    assert [item.content for item in before.items] == ["works at Acme"]
+
+
 @requires(HistoryLog)
 async def test_supersession_is_in_history(guarded: MemoryHarness) -> None:
     assert isinstance(guarded.store, HistoryLog)
