@@ -64,7 +64,9 @@ async def main(directory: Path) -> list[tuple[str | None, float | None]]:
             run = await runtime.run(PLAN)
     ranked = [(hit.memory.key, hit.score) for hit in run["found"].unwrap().hits]
     for position, (key, score) in enumerate(ranked, start=1):
-        print(f"{position}. {key}  score={score!r}")
+        print(
+            f"{position}. {key}  score={score:.3f}" if score is not None else f"{position}. {key}"
+        )
     return ranked
 
 

@@ -44,9 +44,9 @@ def serve(
         typer.Option(envvar="DITTO_MCP_SESSION", help="The session PAR's tools are scoped to."),
     ] = None,
 ) -> None:
-    """Serve the memory tools (PRX's and PAR's) and the records (memory://NAMESPACE/KEY) to an
-    MCP client, on the store ditto.yaml configures. Over HTTP the endpoint is
-    http://HOST:PORT/mcp; with DITTO_MCP_TOKEN set every request needs
+    """Serve the memory tools (memory_store, memory_search and the rest) and the records
+    (memory://NAMESPACE/KEY) to an MCP client, on the store ditto.yaml configures. Over HTTP
+    the endpoint is http://HOST:PORT/mcp; with DITTO_MCP_TOKEN set every request needs
     "Authorization: Bearer <token>", and a non-loopback --host requires it. The store opens on
     the first request that needs it. Logs go to stderr; stdout carries the protocol only."""
     if transport not in ("stdio", "http"):
