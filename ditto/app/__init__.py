@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _check_workers_package() -> None:
-    ours = Path(__file__).resolve().parent.parent.parent / "workers"
+    ours = (Path(__file__).resolve().parent.parent.parent / "workers").resolve()
     spec = find_spec("workers")
     origin = None if spec is None else spec.origin
     if origin is not None and Path(origin).resolve().parent == ours:

@@ -45,10 +45,12 @@ class AsyncMemory:
     take an id (the principal, if any, is the reviewer history names).
 
     Args:
-        location: A SQLite file or a ``postgresql://`` URL (needs the ``postgres`` extra:
-            ``pip install 'ditto-runtime[postgres]'``). The file is created if missing; its
-            folder only with ``create=True``.
-        create: Create the SQLite file's folder if it is missing.
+        location: A SQLite file (or ``sqlite:PATH``), ``markdown:FOLDER``, a
+            ``postgresql://`` URL (needs the ``postgres`` extra: ``pip install
+            'ditto-runtime[postgres]'``) or a ``mysql://`` URL (the ``mysql`` extra). The file
+            is created if missing; its folder (or the Markdown folder) only with
+            ``create=True``.
+        create: Create the SQLite file's folder, or the Markdown folder, if it is missing.
         embedder: ``"none"`` (keyword search), ``"hashing"``, ``"minilm"`` (needs the
             ``embeddings`` extra and ``ditto models install``), ``"e5-small"`` (multilingual;
             ``ditto models install e5-small``) or any :class:`Embedder`.
@@ -60,6 +62,8 @@ class AsyncMemory:
             or a PostgreSQL URL without the ``postgres`` extra; ``EMBEDDER_UNAVAILABLE``:
             ``"minilm"`` or ``"e5-small"`` is not installed.
         ConfigError: ``INVALID_CONFIG``: an embedder name that is not one of the four.
+        InvalidInputError: ``INVALID_INPUT``: a location of another scheme (``redis://``), not
+            a path or a string, or an empty namespace or principal.
 
     The store opens on the first call; ``close()`` (or leaving ``async with``) closes it. It
     belongs to the process that made it: in a forked child every call raises

@@ -175,9 +175,9 @@ def _password(value: str, rules: SafetyRules) -> bool:
     value = value.rstrip(".,;:!?)")
     if len(value) < 6 or _PLACEHOLDER_VALUE.match(value):
         return False
-    # A word of prose ("stored", "expired", "changed") is not a password: one has a digit or a
-    # symbol somewhere.
-    return any(not char.isalpha() for char in value)
+    # A word of prose ("stored", "case-sensitive", "e-mailed") is not a password: one has a
+    # digit or a symbol other than a hyphen somewhere.
+    return any(char.isdigit() or not (char.isalpha() or char == "-") for char in value)
 
 
 def _phone(text: str, rules: SafetyRules) -> bool:

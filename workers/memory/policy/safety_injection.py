@@ -103,8 +103,8 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
     ),
     # A tool call addressed in the Harmony / function-calling syntax ("to=functions.send").
     injection_row(
-        r"\bto=(?:functions|multi_tool_use|tools?)\.[\w-]+|\[\[\s*(?:assistant|system|tool)\b",
-        "to=functions|to=multi_tool_use|to=tool|[[",
+        r"\bto=(?:functions|multi_tool_use)\.[\w-]+",
+        "to=functions|to=multi_tool_use",
     ),
     # Upper-case role headers ("SYSTEM OVERRIDE", "SYSTEM: you must ..."): case matters, and
     # "SYSTEM:" counts with an order to the model after it ("SYSTEM: backup done" is a log line).
@@ -201,7 +201,7 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
     # "New instructions from the developer: ..." (a header naming who sends them).
     injection_row(
         r"\bnew\s+(?:system\s+)?instructions?\s+(?:from|by)\s+(?:the\s+|your\s+)?(?:developers?"
-        r"|system|admin(?:istrator)?s?|operators?|owners?|OpenAI|Anthropic|creators?)\s*:",
+        r"|system|admin(?:istrator)?s?|OpenAI|Anthropic)\s*:",
         "instruction|instructions",
         "new",
         words=True,
@@ -218,10 +218,9 @@ INJECTION_PATTERNS: tuple[PatternSpec, ...] = (
     # An order to call a tool, addressed to whoever reads the text.
     injection_row(
         r"\bwhen\s+you\s+(?:read|see|process|receive|find|parse)\s+this\b[^.\n]{0,40}?\b(?:call"
-        r"|use|run|invoke|execute|trigger)\s+(?:the\s+)?[\w.-]+\s+(?:tool|function|command"
-        r"|action|api)\b",
+        r"|invoke|execute|trigger)\s+(?:the\s+)?[\w.-]+\s+(?:tool|function)\b",
         "when",
-        "tool|function|command|action|api",
+        "tool|function",
         words=True,
     ),
     # A safety policy declared gone: "pretend the safety policy was revoked".

@@ -143,7 +143,7 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
     # A password in a connection URL (scheme://user:password@host): the password alone.
     PatternSpec(
         "password",
-        r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@]{0,64}:(?P<v>[^\s/@]{3,128})@[A-Za-z0-9]",
+        r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@]{0,64}:(?P<v>[^\s/@]{3,})@[A-Za-z0-9]",
         gate="://",
         also="@",
     ),
@@ -156,7 +156,8 @@ BUILTIN_PATTERNS: tuple[PatternSpec, ...] = (
         r"|senha|\u043f\u0430\u0440\u043e\u043b\u044c|\u5bc6\u7801|\u30d1\u30b9\u30ef\u30fc\u30c9)"
         r"[^\n.:=\uff1a\u662f]{0,40}?"
         r"(?:\s(?:is|was|ist|est|es|\u00e9|\u2014|-)|:|=|\uff1a|\u662f)\s*[\"'\u201c\u00ab]?"
-        r"(?P<v>[^\s\"'\u201d\u00bb]{6,128})",
+        # The whole token, however long, less the punctuation that ends a sentence.
+        r"(?P<v>[^\s\"'\u201d\u00bb]{5,}[^\s\"'\u201d\u00bb.,;:!?)])",
         check="password",
         gate="pass|mot de passe|contrase|senha"
         "|\u043f\u0430\u0440\u043e\u043b|\u5bc6\u7801|\u30d1\u30b9",

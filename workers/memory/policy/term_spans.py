@@ -28,6 +28,8 @@ __all__ = (
 # A tuple, not a set: membership is then three identity tests in C, where a set would call
 # the members' (Python-level) Enum.__hash__ on every test, and this runs per term compared.
 CONTENT = (TermKind.WORD, TermKind.NUMBER, TermKind.DATE)
+_QUALIFYING = frozenset({"of", "for", "with"})
+"""Prepositions that tie a name to the thing it qualifies (the membership *of* Ethan)."""
 VALUES = (TermKind.NUMBER, TermKind.DATE)
 _CACHED = 500
 """Texts up to this long keep their :class:`Analysed` in a cache of 8192 (a few KB each)."""
@@ -79,9 +81,10 @@ def _analyse(text: str) -> Analysed:
 
 
 def _identifier(word: str, found: TermKind) -> bool:
-    """A number, or a code of letters and digits ("web-01", "inv-2024-0017", "lh2157")."""
+    """A whole number, or a code of letters and digits ("web-01", "inv-2024-0017", "lh2157").
+    A number with a decimal point is a version or a measure ("Python 3.11"), not a name."""
     if found is TermKind.NUMBER:
-        return True
+        return word.isdigit()
     return (
         found is TermKind.WORD and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
     )
@@ -101,37 +104,36 @@ def renamed(span: Span) -> bool:
 
 
 def respelt(span: Span) -> bool:
-    """One word replaced by a spelling of it: at most one edit (an insertion, deletion,
-    substitution or swap of neighbours) in a word of five letters or more, two from eight.
-    Shorter words are left alone: "Tom" and "Tim" are two people."""
+    """One word replaced by a misspelling of it: two neighbouring letters swapped ("fligths",
+    "reciepts"), or one letter left out or put in inside a word of seven letters or more
+    ("infrastucture", "wharehouse") — never at either end, and never one letter for another:
+    "hiking" and "biking", "Maria" and "Marie", "Daniel" and "Daniela", "lunch" and "launch"
+    are different words."""
     if len(span.old) != 1 or len(span.new) != 1:
         return False
     if span.old_kinds[0] is not TermKind.WORD or span.new_kinds[0] is not TermKind.WORD:
         return False
     old, new = span.old_words[0], span.new_words[0]
-    shorter = min(len(old), len(new))
-    if shorter < 5 or not (old.isalpha() and new.isalpha()):
+    if not (old.isalpha() and new.isalpha()) or min(len(old), len(new)) < 5:
         return False
-    return _edits(old, new, 1 if shorter < 8 else 2) is not None
+    if len(old) == len(new):
+        return _swapped(old, new)
+    shorter, longer = sorted((old, new), key=len)
+    if len(longer) - len(shorter) != 1 or len(shorter) < 7:
+        return False
+    return any(longer[:at] + longer[at + 1 :] == shorter for at in range(1, len(longer) - 1))
 
 
-def _edits(a: str, b: str, most: int) -> int | None:
-    """The optimal-string-alignment distance of ``a`` and ``b`` if at most ``most``."""
-    if abs(len(a) - len(b)) > most:
-        return None
-    before: list[int] = []
-    row = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        if min(current) > most:
-            return None
-        before, row = row, current
-    return row[-1] if row[-1] <= most else None
+def _swapped(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with two neighbouring letters (not the first) swapped."""
+    differ = [at for at in range(len(a)) if a[at] != b[at]]
+    return (
+        len(differ) == 2
+        and differ[0] > 0
+        and differ[1] == differ[0] + 1
+        and a[differ[0]] == b[differ[1]]
+        and a[differ[1]] == b[differ[0]]
+    )
 
 
 def has_kind(kinds: Sequence[TermKind], *wanted: TermKind) -> bool:
@@ -154,8 +156,10 @@ class Span(NamedTuple):
     before_anchor: bool
     """No aligned content word precedes it: it stands where the subject does."""
     value_after: bool
-    """An aligned number or date follows it: the statement's value is the same on both sides,
-    so the span qualifies *what* has that value (whose membership, which appointment)."""
+    """It follows "of", "for" or "with" and an aligned number or date follows it: the
+    statement's value is the same on both sides, so the span names *whose* or *which* thing
+    has it ("the membership of Ethan costs 39"), not a changed attribute ("closed" / "open on
+    Monday", "moved to Berlin" / "to Munich in 2020")."""
     after_head: bool
     """It directly follows the text's first content word (the head of its subject): a number
     or code there names the thing ("Order 4471 shipped", "Ticket SUP-2231 is"), where after a
@@ -198,7 +202,7 @@ def spans_of(old: Analysed, new: Analysed) -> tuple[int, list[Span]]:
                     new.kinds[j1:j2],
                     i1 > 0 and j1 > 0 and old.kinds[i1 - 1] is TermKind.NUMBER,
                     not anchored,
-                    valued[at],
+                    valued[at] and i1 > 0 and old.words[i1 - 1] in _QUALIFYING,
                     i1 > 0 and j1 > 0 and i1 - 1 == head,
                     contented[at],
                 )

@@ -26,6 +26,7 @@ record), so a kind found there that is not allowed refuses the write."""
 _GUESSES = frozenset({"high_entropy"})
 """Kinds found by a guess, not a format: ids and hashes are what keys are made of
 ("user-3f2a9c1e-8b7d-…", "session/2026-12-03/turn-17"), so they do not refuse an identifier."""
+_STRICTNESS = ("off", "observe", "enforce")
 _CLEAN_KEPT = 4096
 """Identifiers found clean that are not scanned again (namespaces and categories repeat)."""
 
@@ -105,11 +106,19 @@ class SafetyStage:
             if record is None or not (fields or new_category):
                 screened.append(patch)
                 continue
-            modes = self.policy.modes(record.namespace, new_category or record.category)
-            if modes.safety in (None, "off"):
+            # The stricter of the record's category and its new one: moving a record out of
+            # an enforced category must not carry new text past the stage.
+            mode = max(
+                (
+                    self.policy.modes(record.namespace, category).safety or "off"
+                    for category in {record.category, new_category or record.category}
+                ),
+                key=_STRICTNESS.index,
+            )
+            if mode == "off":
                 screened.append(patch)
                 continue
-            enforcing = modes.safety == "enforce"
+            enforcing = mode == "enforce"
             self.screen_names(f"updates[{position}]", None, enforcing, new_category)
             found = self.scanner().scan_json(fields)
             if not found:

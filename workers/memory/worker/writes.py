@@ -74,8 +74,8 @@ def namespaced(position: int, draft: MemoryDraft) -> MemoryDraft:
         )
     if draft.namespace != DEFAULT_NAMESPACE:
         raise MemoryStoreError(
-            f"memories[{position}] names two namespaces: namespace {draft.namespace!r} and "
-            f"metadata.namespace {named!r}"
+            f"memories[{position}] names two namespaces: namespace and metadata.namespace "
+            "differ (give one)"
         )
     return msgspec.structs.replace(draft, namespace=named)
 
@@ -94,7 +94,7 @@ class WriteNodes(NodeBase):
         if request.idempotent:
             memories = _keyed_by_work(memories, ctx.idempotency_key)
         request = msgspec.structs.replace(request, memories=memories)
-        seen: set[tuple[str, str]] = set()
+        seen: dict[tuple[str, str], int] = {}
         for position, draft in enumerate(request.memories):
             if draft.ttl is not None and draft.expires_at is not None:
                 raise MemoryStoreError(f"memories[{position}]: give expires_at or ttl, not both")
@@ -102,11 +102,13 @@ class WriteNodes(NodeBase):
                 if request.mode == "upsert":
                     raise MemoryStoreError(f"memories[{position}]: upsert needs a key")
                 continue
-            if (draft.namespace, draft.key) in seen:
+            earlier = seen.get((draft.namespace, draft.key))
+            if earlier is not None:  # positions, not the key: it may hold what is redacted
                 raise MemoryStoreError(
-                    f"memories[{position}]: key {draft.key!r} appears twice in one batch"
+                    f"memories[{position}]: its key is also memories[{earlier}]'s (a key appears "
+                    "once in one batch)"
                 )
-            seen.add((draft.namespace, draft.key))
+            seen[(draft.namespace, draft.key)] = position
         if not request.memories:
             return WriteOutput([])
         now = now_from(self.clock)

@@ -175,3 +175,29 @@ async def test_an_identifier_holding_a_secret_refuses_the_write(enforcing: Memor
     ]
     written = await enforcing.ok("MEMORY.WRITE", {"memories": benign})
     assert [item.key for item in written.items] == [draft["key"] for draft in benign]
+
+
+async def test_an_update_leaving_an_enforced_category_is_still_screened(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    """The stricter of the record's category and its new one applies: moving a record out of
+    the category that enforces must not carry a secret past the stage."""
+    store = await open_store()
+    policy = WritePolicy(categories={"vault": StageModes(safety="enforce")})
+    worker = create_memory_worker(store, clock=store_env.clock, policy=policy)
+    memory = MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+    async with memory.runtime:
+        written = await memory.ok(
+            "MEMORY.WRITE", {"memories": [{"content": "rotation notes", "category": "vault"}]}
+        )
+        (item,) = written.items
+        patch = {"id": item.id, "category": "core", "content": f"use {KEY}"}
+        (moved,) = (await memory.ok("MEMORY.UPDATE", {"updates": [patch]})).items
+        assert (moved.category, moved.content) == ("core", "use [REDACTED:api_key]")
+
+
+async def test_a_repeated_key_is_named_by_position_not_by_value(enforcing: MemoryHarness) -> None:
+    drafts = [{"key": f"k-{KEY}", "content": "a"}, {"key": f"k-{KEY}", "content": "b"}]
+    refused = await enforcing.call("MEMORY.WRITE", {"memories": drafts})
+    assert code_of(refused) in (ErrorCode.INVALID_INPUT, ErrorCode.UNSAFE_CONTENT)
+    assert KEY not in repr(refused)

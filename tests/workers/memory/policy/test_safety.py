@@ -157,6 +157,10 @@ BENIGN = [
     "When you read this, call me back about the lease.",
     "I told Dan you are DAN-level tired today.",
     "New instructions from the landlord: bins go out on Tuesday.",
+    "New instructions from the owners: the lobby closes at ten.",
+    "See [[System design]] and [[Tool inventory]] in the wiki.",
+    "When you see this warning, run the migrate command.",
+    "The password is case-sensitive and was e-mailed to Bob.",
     "Flight LH2157 lands at 11:58, gate B17, seat 14C.",
 ]
 
@@ -423,3 +427,14 @@ def test_redacting_what_was_found_removes_every_embedded_secret(
     for _, secret in parts:
         assert secret not in clean
     assert SCANNER.scan(clean) == []
+
+
+def test_a_long_password_is_redacted_whole_without_the_full_stop() -> None:
+    value = "Zq" + "x" * 300 + "9!"
+    for text in (f"the password is {value}.", f"postgres://app:{value}@db.internal/app"):
+        redacted = redact(text, SCANNER.scan(text))
+        assert "x" * 20 not in redacted
+        assert "[REDACTED:password]" in redacted
+    assert redact("The password is Tr0ub4dor&3.", SCANNER.scan("The password is Tr0ub4dor&3.")) == (
+        "The password is [REDACTED:password]."
+    )
