@@ -31,7 +31,7 @@ def test_memory_sqlite_survives_reopen_and_reruns_add_nothing(tmp_path: Path) ->
 
 
 def test_memory_ranking_puts_the_newer_record_first(tmp_path: Path) -> None:
-    expected = ["1. handbook:newer  score=0.5", f"2. handbook:older  score={1 / 244!r}"]
+    expected = ["1. handbook:newer  score=0.500", f"2. handbook:older  score={1 / 244:.3f}"]
     assert run_example("memory_ranking", tmp_path).splitlines() == expected
     assert run_example("memory_ranking", tmp_path).splitlines() == expected
 
