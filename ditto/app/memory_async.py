@@ -126,6 +126,8 @@ class AsyncMemory:
         """Remember ``content`` (any JSON value). With a ``key``, adding again replaces the
         record under that key (an upsert); without one, each call adds a record (keep its
         ``id`` to name it later)."""
+        if content is None or (isinstance(content, str) and not content.strip()):
+            raise InvalidInputError("Memory.add needs content: an empty memory remembers nothing")
         draft: dict[str, Any] = {
             "content": content,
             "category": category,

@@ -216,6 +216,9 @@ def test_sqlite_and_markdown_locations_open_those_stores(
         (lambda m: m.add("v", metadata=[1]), "mapping"),
         (lambda m: m.list(tags="urgent"), "not one string"),
         (lambda m: m.update("k", tags="urgent"), "not one string"),
+        (lambda m: m.add(""), "needs content"),
+        (lambda m: m.add("   "), "needs content"),
+        (lambda m: m.add(None), "needs content"),
     ],
 )
 def test_wrong_argument_types_are_clear_errors(

@@ -188,6 +188,27 @@ def _common(old: Analysed, new: Analysed) -> int:
     return shared
 
 
+_STANCE = (TermKind.NEGATION, TermKind.PREFER, TermKind.AVOID)
+
+
+def _only_stance(old: Analysed, new: Analysed) -> bool:
+    """Whether the two differ only in negations and preference words (liking or avoiding),
+    with something else left: "Likes sushi" / "Dislikes sushi", "Vegetarian" / "Not
+    vegetarian"."""
+
+    def rest(text: Analysed) -> list[str]:
+        return [
+            "~stance" if found in (TermKind.PREFER, TermKind.AVOID) else term
+            for term, found in zip(text.terms, text.kinds, strict=True)
+            if found is not TermKind.NEGATION
+        ]
+
+    if not (has_kind(old.kinds, *_STANCE) or has_kind(new.kinds, *_STANCE)):
+        return False
+    left = rest(old)
+    return left == rest(new) and any(term != "~stance" for term in left)
+
+
 def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
 
@@ -203,6 +224,9 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     a, b = first_text.terms, second_text.terms
     if a == b:
         return Verdict(Relation.DUPLICATE, Reason.SAME_TEXT)
+    # "Likes sushi" / "Dislikes sushi": a statement too short for rule 2 that only turns its
+    # stance (a negation, a preference) says the same thing of the same subject.
+    same_subject = same_subject or _only_stance(first_text, second_text)
     if not same_subject and _too_little(len(a), len(b), _common(first_text, second_text)):
         # The terms the two hold in common bound the aligned ones: already too few, so the
         # alignment (most of this function's cost) cannot change the verdict of rule 2.

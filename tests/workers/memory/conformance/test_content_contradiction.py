@@ -102,6 +102,7 @@ async def test_a_turned_preference_supersedes(guarded: MemoryHarness) -> None:
         ("Oliver likes spicy food.", "Oliver dislikes spicy food."),
         ("Mei is vegetarian.", "Mei is not vegetarian."),
         ("Ana takes the 7:40 bus.", "Ana takes the 8:10 bus."),
+        ("Likes sushi.", "Dislikes sushi."),  # no subject: the user's own memory
     ],
 )
 async def test_a_short_statement_is_matched_by_its_subject(
