@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 from ditto.errors import ConfigError, DittoError, ErrorCode, InvalidInputError
 from ditto.extras import install_hint
@@ -35,6 +36,7 @@ __all__ = (
     "EmbedderChoice",
     "OwnerProcess",
     "embedder_factory",
+    "location_path",
     "metadata_dict",
     "mysql_store_type",
     "postgres_store_type",
@@ -101,15 +103,20 @@ _FORMS = "a SQLite file path (or sqlite:PATH), markdown:FOLDER, a postgresql:// 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
 
-def _scheme_path(rest: str, scheme: str) -> str:
-    """The path of ``sqlite:PATH`` / ``markdown:PATH`` (``sqlite:///abs`` or ``sqlite:rel``)."""
+def location_path(rest: str, scheme: str) -> Path:
+    """The path of ``sqlite:PATH`` / ``markdown:PATH`` (what follows the colon): file-URL style,
+    ``sqlite:///absolute`` (an empty authority) or ``sqlite:relative``, percent-decoded.
+
+    Raises:
+        InvalidInputError: ``sqlite://host/...`` (an authority) or no path at all.
+    """
     if rest.startswith("//"):
         if not rest.startswith("///"):
             raise InvalidInputError(f"write {scheme}:///absolute/path or {scheme}:relative/path")
         rest = rest[2:]
     if not rest:
         raise InvalidInputError(f"{scheme}: needs a path")
-    return rest
+    return Path(unquote(rest)).expanduser()
 
 
 def _markdown(folder: Path, *, create: bool) -> Callable[[], MemoryStore]:
@@ -157,9 +164,9 @@ def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     scheme, colon, rest = location.partition(":")
     if colon and _SCHEME.fullmatch(scheme) and len(scheme) > 1:  # "C:\\..." is a Windows path
         if scheme.lower() == "sqlite":
-            location = _scheme_path(rest, "sqlite")
+            location = str(location_path(rest, "sqlite"))
         elif scheme.lower() == "markdown":
-            return _markdown(Path(_scheme_path(rest, "markdown")), create=create)
+            return _markdown(location_path(rest, "markdown"), create=create)
         else:
             # Never a file named "redis:/127.0.0.1:6379": a scheme names a kind of store.
             kind = scheme if len(scheme) <= 20 else scheme[:20] + "…"

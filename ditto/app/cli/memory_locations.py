@@ -22,12 +22,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import SecretStr, ValidationError
 
 from ditto.app.config import Settings, load_config, redact_url, resolve_config_path
-from ditto.errors import DittoError
+from ditto.app.memory_setup import location_path
+from ditto.errors import DittoError, InvalidInputError
 
 __all__ = (
     "FORMS",
@@ -88,16 +89,10 @@ def parse_location(text: str, role: str) -> StoreLocation:
 
 
 def _path(rest: str, role: str, scheme: str) -> Path:
-    # file-URL style: sqlite:///abs (empty authority) and sqlite:rel; sqlite://host/... is not.
-    if rest.startswith("//"):
-        if not rest.startswith("///"):
-            raise LocationError(
-                f"{role}: write {scheme}:///absolute/path or {scheme}:relative/path"
-            )
-        rest = rest[2:]
-    if not rest:
-        raise LocationError(f"{role}: {scheme}: needs a path")
-    return Path(unquote(rest)).expanduser().absolute()
+    try:
+        return location_path(rest, scheme).absolute()
+    except InvalidInputError as exc:
+        raise LocationError(f"{role}: {exc.message}") from None
 
 
 def _memory(role: str, **values: Any) -> Settings:

@@ -12,7 +12,14 @@ from typing import Literal
 from ditto.errors import InvalidInputError
 from workers.memory.policy.safety_rules import SafetyRules
 
-__all__ = ("DEFAULT_TRUST_LEVELS", "STAGES", "StageMode", "StageModes", "WritePolicy")
+__all__ = (
+    "DEFAULT_TRUST_LEVELS",
+    "STAGES",
+    "StageMode",
+    "StageModes",
+    "WritePolicy",
+    "stricter",
+)
 
 StageMode = Literal["off", "observe", "enforce"]
 """``off``: the stage does nothing; ``observe``: it reports (in each write's outcome and the
@@ -25,6 +32,11 @@ DEFAULT_TRUST_LEVELS = ("verified", "user", "agent", "inferred")
 """The default trust scale, most trusted first."""
 
 _MODES = ("off", "observe", "enforce")
+
+
+def stricter(*modes: StageMode | None) -> StageMode:
+    """The strictest of ``modes`` (``None`` counts as ``off``)."""
+    return max((mode or "off" for mode in modes), key=_MODES.index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +147,5 @@ class WritePolicy:
         if call is not None:
             safety = modes.safety
             modes = call.over(modes)
-            if _MODES.index(modes.safety or "off") < _MODES.index(safety or "off"):
-                modes = StageModes(safety, modes.dedupe, modes.contradiction)
+            modes = StageModes(stricter(safety, modes.safety), modes.dedupe, modes.contradiction)
         return modes

@@ -35,7 +35,7 @@ from workers.memory.model.records import content_text
 from workers.memory.policy.contradiction import Relation, classify
 from workers.memory.policy.similarity import Signature, fingerprints, is_near_duplicate
 from workers.memory.ports import MemoryStore
-from workers.memory.worker.dedupe_index import Entry, NamespaceIndex, Print
+from workers.memory.worker.dedupe_index import Entry, NamespaceIndex, Print, waiting
 from workers.memory.worker.dedupe_sync import IndexSync
 
 __all__ = ("Duplicates", "Matches")
@@ -234,9 +234,7 @@ class Duplicates:
             for position, claim in held.items()
             if (now_stored := stored.get(claim.id)) is not None
             and now_stored.version == claim.version
-            and now_stored.status == "contested"
-            and now_stored.archived_at is None
-            and (now_stored.expires_at is None or now_stored.expires_at > now)
+            and waiting(now_stored, now)
         }
 
     def settle(self, changed: Iterable[MemoryItem]) -> None:

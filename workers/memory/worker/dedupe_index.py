@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-import msgspec
-
 from workers.memory.model.contracts import MemoryItem
 from workers.memory.model.planning import is_live
 from workers.memory.model.records import content_text
 from workers.memory.policy.similarity import CandidateIndex, Signature, exact_hash, fingerprints
 from workers.memory.policy.term_spans import head_term
 
-__all__ = ("Entry", "NamespaceIndex", "Print")
+__all__ = ("Entry", "NamespaceIndex", "Print", "waiting")
 
 Print = tuple[str, Signature, int]
 """A text's exact hash, signature and bag."""
@@ -90,7 +88,7 @@ class NamespaceIndex:
             entry = self.entries.get(item.id)
             if not is_live(item, now):
                 self.retire(item)
-                if item.status == "contested" and is_live(_as_active(item), now):
+                if waiting(item, now):
                     self.hold_claim(item, exact_hash(content_text(item.content)))
             elif entry is None or (entry.item.version, entry.item.content) != (
                 item.version,
@@ -155,6 +153,10 @@ class NamespaceIndex:
         self.index.remove(record_id)
 
 
-def _as_active(item: MemoryItem) -> MemoryItem:
-    """``item`` as if active: :func:`is_live` then says whether it is archived or expired."""
-    return msgspec.structs.replace(item, status="active")
+def waiting(item: MemoryItem, now: datetime) -> bool:
+    """Whether ``item`` is a claim waiting for review: contested, neither archived nor expired."""
+    return (
+        item.status == "contested"
+        and item.archived_at is None
+        and (item.expires_at is None or item.expires_at > now)
+    )

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from workers.memory.model.contracts import MemoryDraft, MemoryItem, MemoryPatch
-from workers.memory.policy.config import WritePolicy
+from workers.memory.policy.config import WritePolicy, stricter
 from workers.memory.policy.safety import SafetyScanner, UnsafeContentError, decide, redact_json
 from workers.memory.policy.safety_rules import SafetyAction
 
@@ -26,7 +26,6 @@ record), so a kind found there that is not allowed refuses the write."""
 _GUESSES = frozenset({"high_entropy"})
 """Kinds found by a guess, not a format: ids and hashes are what keys are made of
 ("user-3f2a9c1e-8b7d-…", "session/2026-12-03/turn-17"), so they do not refuse an identifier."""
-_STRICTNESS = ("off", "observe", "enforce")
 _CLEAN_KEPT = 4096
 """Identifiers found clean that are not scanned again (namespaces and categories repeat)."""
 
@@ -108,12 +107,9 @@ class SafetyStage:
                 continue
             # The stricter of the record's category and its new one: moving a record out of
             # an enforced category must not carry new text past the stage.
-            mode = max(
-                (
-                    self.policy.modes(record.namespace, category).safety or "off"
-                    for category in {record.category, new_category or record.category}
-                ),
-                key=_STRICTNESS.index,
+            mode = stricter(
+                self.policy.modes(record.namespace, record.category).safety,
+                self.policy.modes(record.namespace, new_category or record.category).safety,
             )
             if mode == "off":
                 screened.append(patch)
