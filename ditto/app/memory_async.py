@@ -14,6 +14,7 @@ from msgspec import UNSET, UnsetType
 from ditto.app.memory_setup import (
     EmbedderChoice,
     OwnerProcess,
+    closed_error,
     embedder_factory,
     metadata_dict,
     store_factory,
@@ -380,7 +381,7 @@ class AsyncMemory:
             return self._runtime
         async with self._opening:
             if self._closed:
-                raise InvalidInputError("this Memory is closed")
+                raise closed_error()
             if self._runtime is None:
                 from ditto.runtime import create_ditto
                 from workers.memory import create_memory_worker

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from ditto.errors import ConfigError, DittoError, ErrorCode, InvalidInputError
+from ditto.errors import (
+    ConfigError,
+    DittoError,
+    ErrorCode,
+    InvalidInputError,
+    RuntimeClosedError,
+)
 from ditto.extras import install_hint
 
 if TYPE_CHECKING:
@@ -35,6 +41,7 @@ __all__ = (
     "POSTGRES_INSTALL",
     "EmbedderChoice",
     "OwnerProcess",
+    "closed_error",
     "embedder_factory",
     "location_path",
     "metadata_dict",
@@ -310,3 +317,8 @@ def metadata_dict(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
             f"metadata must be a mapping (a dict), not {type(metadata).__name__}"
         )
     return dict(metadata)
+
+
+def closed_error() -> RuntimeClosedError:
+    """What a call to a closed ``Memory`` raises (``RUNTIME_CLOSED``, as the runtime's own)."""
+    return RuntimeClosedError("this Memory is closed; open a new one to go on")

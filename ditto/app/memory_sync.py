@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from msgspec import UNSET, UnsetType
 
 from ditto.app.memory_async import AsyncMemory
-from ditto.app.memory_setup import EmbedderChoice, OwnerProcess
-from ditto.errors import InvalidInputError
+from ditto.app.memory_setup import EmbedderChoice, OwnerProcess, closed_error
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -228,7 +227,7 @@ class Memory:
             # In a forked child the loop's thread is gone: the call would wait forever.
             self._owner.check()
             if not self._finalizer.alive:
-                raise InvalidInputError("this Memory is closed")
+                raise closed_error()
         except BaseException:
             call.close()
             raise

@@ -152,8 +152,8 @@ class RuntimeClosedError(DittoError):
 
     default_code = ErrorCode.RUNTIME_CLOSED
 
-    def __init__(self) -> None:
-        super().__init__("the runtime is closed and accepts no new work")
+    def __init__(self, message: str = "the runtime is closed and accepts no new work") -> None:
+        super().__init__(message)
 
 
 class ConfigError(DittoError):

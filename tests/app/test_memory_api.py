@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from ditto import AsyncMemory, ConfigError, DittoError, InvalidInputError, Memory, NodeFailedError
+from ditto import (
+    AsyncMemory,
+    ConfigError,
+    DittoError,
+    InvalidInputError,
+    Memory,
+    NodeFailedError,
+    RuntimeClosedError,
+)
 
 
 def test_remember_search_get_list_and_forget(tmp_path: Path) -> None:
@@ -25,8 +33,9 @@ def test_remember_search_get_list_and_forget(tmp_path: Path) -> None:
         assert m.forget("code_style") is True
         assert m.forget("code_style") is False
         assert m.get("code_style") is None
-    with pytest.raises(InvalidInputError, match="closed"):
+    with pytest.raises(RuntimeClosedError, match="Memory is closed") as closed:
         m.add("too late")
+    assert closed.value.code == "RUNTIME_CLOSED"
     m.close()  # closing twice is fine
     with Memory(tmp_path / "memory.sqlite") as reopened:  # it lasts: a file
         assert [item.content for item in reopened.list()] == [{"city": "Lisbon"}]
@@ -99,6 +108,8 @@ async def test_async_memory_names_records_by_id(tmp_path: Path) -> None:
         assert [r.id for r in await m.get_all()] == [item.id]
         assert await m.delete(item.id) is True
         assert await m.get(item.id) is None
+    with pytest.raises(RuntimeClosedError, match="Memory is closed"):
+        await m.add("too late")
 
 
 def test_why_says_what_kept_a_record_out_of_a_search(tmp_path: Path) -> None:

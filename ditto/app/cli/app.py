@@ -22,7 +22,7 @@ from ditto.app.cli.logs import LogLevel, configure_logging, level_from
 from ditto.app.cli.mcp import mcp_app
 from ditto.app.cli.memory import memory_app
 from ditto.app.cli.models import models_app
-from ditto.app.cli.output import config_error, console, errors
+from ditto.app.cli.output import JsonOption, config_error, console, errors
 from ditto.app.cli.ui import ui
 from ditto.app.cli.worker import worker_app
 from ditto.app.config import load_config, redact_url, resolve_config_path
@@ -85,7 +85,7 @@ def config_check(
         Path | None,
         typer.Argument(help="YAML file; default $DITTO_CONFIG, else ./ditto.yaml if present."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Validate the configuration and print the effective settings (secrets redacted)."""
     try:

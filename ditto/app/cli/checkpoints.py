@@ -19,7 +19,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ditto.app.cli.output import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, console, errors
+from ditto.app.cli.output import (
+    EXIT_NOT_FOUND,
+    EXIT_STORE,
+    EXIT_USAGE,
+    JsonOption,
+    console,
+    errors,
+)
 from ditto.errors import DittoError, ErrorCode
 
 if TYPE_CHECKING:
@@ -42,7 +49,6 @@ StoreOption = Annotated[
     ),
 ]
 PrefixOption = Annotated[str, typer.Option("--prefix", help="Redis key prefix.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

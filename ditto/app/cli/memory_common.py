@@ -23,7 +23,14 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from ditto.app.cli.output import EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, errors
+from ditto.app.cli.output import (
+    EXIT_FORBIDDEN,
+    EXIT_NOT_FOUND,
+    EXIT_STORE,
+    EXIT_USAGE,
+    JsonOption,
+    errors,
+)
 from ditto.app.config import Settings
 from ditto.errors import DittoError
 
@@ -55,7 +62,6 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", help="ditto.yaml (default: $DITTO_CONFIG or ./ditto.yaml)."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 NamespaceOption = Annotated[str | None, typer.Option(help="Only this namespace.")]
 _PREVIEW = 60
 

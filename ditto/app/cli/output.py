@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -17,6 +17,7 @@ __all__ = (
     "EXIT_NOT_FOUND",
     "EXIT_STORE",
     "EXIT_USAGE",
+    "JsonOption",
     "config_error",
     "console",
     "errors",
@@ -32,6 +33,9 @@ EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
 EXIT_FORBIDDEN = 4
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+"""The ``--json`` flag of every command that prints something a script may read."""
 
 
 def config_error(exc: ConfigError) -> NoReturn:

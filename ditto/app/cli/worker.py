@@ -15,6 +15,7 @@ from ditto.app.cli.memory_common import ConfigOption
 from ditto.app.cli.output import (
     EXIT_STORE,
     EXIT_USAGE,
+    JsonOption,
     config_error,
     console,
     errors,
@@ -88,7 +89,7 @@ def serve(
 @worker_app.command("list")
 def list_(
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """The live workers and what is pending per node type."""
     settings = settings_or_exit(config)

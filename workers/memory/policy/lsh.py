@@ -18,7 +18,7 @@ import numpy as np
 
 from .minhash import BANDS, BINS, Signature
 
-__all__ = ("MAX_BUCKET", "MAX_CANDIDATES", "CandidateIndex")
+__all__ = ("MAX_BUCKET", "MAX_CANDIDATES", "CandidateIndex", "band_keys")
 
 MAX_BUCKET = 32
 """A band shared by more records than this is skipped when looking for candidates: it is a
@@ -245,3 +245,11 @@ def _band_keys(values: _Matrix) -> list[list[bytes]]:
     """Each signature's band keys (the bytes of its bins, band by band)."""
     # A void item lists as its bytes (numpy types it as bytes or a tuple of fields).
     return values.reshape(-1, BINS).view(_BAND).tolist()  # type: ignore[return-value]
+
+
+def band_keys(sigs: Sequence[Signature]) -> list[list[bytes]]:
+    """Each signature's LSH band keys, band by band: two texts are candidates of each other
+    when they share a key at the same band (what :class:`CandidateIndex` buckets by)."""
+    if not sigs:
+        return []
+    return _band_keys(np.array([sig.values for sig in sigs], np.uint32))

@@ -35,6 +35,7 @@ from workers.memory.model.records import content_text
 from workers.memory.policy.contradiction import Relation, classify
 from workers.memory.policy.similarity import Signature, fingerprints, is_near_duplicate
 from workers.memory.ports import MemoryStore
+from workers.memory.worker.dedupe_batch import match_within
 from workers.memory.worker.dedupe_index import Entry, NamespaceIndex, Print, waiting
 from workers.memory.worker.dedupe_sync import IndexSync
 
@@ -55,9 +56,13 @@ class Matches:
     duplicates: dict[int, MemoryItem] = field(default_factory=dict)
     """The stored record a draft repeats."""
     repeats: dict[int, int] = field(default_factory=dict)
-    """The earlier position of the same write whose text a draft repeats exactly."""
+    """The earlier position of the same write whose text a draft repeats (exactly, or nearly:
+    :func:`~workers.memory.worker.dedupe_batch.match_within`)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """The keyless stored record a draft contradicts (same subject, another value)."""
+    follows: dict[int, int] = field(default_factory=dict)
+    """The latest earlier position of the same write whose draft a keyless draft
+    contradicts."""
     prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     """Every draft's fingerprint (to :meth:`Duplicates.learn` once written)."""
 
@@ -133,6 +138,10 @@ class Duplicates:
         if again:
             names = {position: draft.namespace for position, draft in drafts}
             await self._judge_afresh(again, texts, names, contradict, now, visible_to, found)
+        # The drafts of one write against each other, as if written one after another.
+        matched = found.duplicates.keys() | found.repeats.keys()
+        repeats, found.follows = match_within(drafts, texts, prints, contradict, matched)
+        found.repeats.update(repeats)
         return found
 
     def _candidates(

@@ -56,9 +56,11 @@ class PreparedWrite:
     duplicates: dict[int, MemoryItem] = field(default_factory=dict)
     """Position -> the stored record an enforcing dedupe stage found it repeats."""
     repeats: dict[int, int] = field(default_factory=dict)
-    """Position -> the earlier position of the same call whose text it repeats exactly."""
+    """Position -> the earlier position of the same call whose text it repeats (or nearly)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """Position -> the keyless record a keyless draft contradicts (found by content)."""
+    follows: dict[int, int] = field(default_factory=dict)
+    """Position -> the earlier position of the call whose draft a keyless draft contradicts."""
     prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     found: dict[int, dict[str, int]] = field(default_factory=dict)
     """Position -> kinds found and their counts (never the values)."""
@@ -162,6 +164,11 @@ class WritePipeline:
             for position, item in prepared.contradicts.items()
             if position in place
         }
+        rules.follows = {
+            place[position]: place[earlier]
+            for position, earlier in prepared.follows.items()
+            if position in place and earlier in place
+        }
         rules.merges = self._merges(prepared, rules)
         return prepared
 
@@ -197,14 +204,10 @@ class WritePipeline:
                 found.duplicates[position] = claim
                 if dedupe[position]:  # not written: it contests nothing a second time
                     found.contradicts.pop(position, None)
-        # Drafts of one call contradicting the same record: the last one stated is the one
-        # that supersedes or contests it (the others are stored as new records).
-        last = {item.id: position for position, item in sorted(found.contradicts.items())}
-        prepared.contradicts = {
-            position: item
-            for position, item in found.contradicts.items()
-            if last[item.id] == position
-        }
+        # Every draft contradicting a record is judged against it, in the call's order (the
+        # store's planning sends a later one to the record an earlier one superseded it with).
+        prepared.contradicts = found.contradicts
+        prepared.follows = found.follows
         for position, item in found.duplicates.items():
             if dedupe.get(position):
                 prepared.duplicates[position] = item

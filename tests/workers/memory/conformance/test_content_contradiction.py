@@ -16,6 +16,7 @@ from ditto import create_ditto
 from tests.workers.memory.conftest import MemoryHarness, OpenStore, StoreEnv, requires
 from workers.memory import AccessPolicy, MemoryStore, create_memory_worker
 from workers.memory.policy.config import StageMode, StageModes, WritePolicy
+from workers.memory.ports import HistoryLog
 
 pytestmark = [pytest.mark.anyio, requires(MemoryStore)]
 
@@ -168,9 +169,10 @@ async def test_another_principals_private_record_is_never_matched(
         assert kept.status == "active"
 
 
-async def test_one_record_contradicted_twice_in_one_write_is_superseded_once(
-    guarded: MemoryHarness,
-) -> None:
+async def test_the_drafts_of_one_write_are_judged_in_order(guarded: MemoryHarness) -> None:
+    """Two statements of one write that change a record's value: the first supersedes the
+    record, the second the first — as two writes would. The first's record is stored already
+    superseded, with both entries in its history."""
     old, _ = await _write(guarded, "The staging cluster has 12 nodes in the eu region.")
     output = await guarded.ok(
         "MEMORY.WRITE",
@@ -181,13 +183,106 @@ async def test_one_record_contradicted_twice_in_one_write_is_superseded_once(
             ]
         },
     )
-    # The last statement supersedes the record; the earlier one is stored as a new record.
-    assert [o.outcome for o in output.outcomes] == [["created"], ["superseded"]]
-    assert output.outcomes[1].supersedes == old.id
-    (retired,) = (
-        await guarded.ok("MEMORY.GET", {"ids": [old.id], "include": ["superseded"]})
-    ).items
-    assert (retired.status, retired.version) == ("superseded", 2)
+    first, second = output.items
+    assert [o.outcome for o in output.outcomes] == [["superseded"], ["superseded"]]
+    assert [o.supersedes for o in output.outcomes] == [old.id, first.id]
+    assert (second.supersedes, second.status) == (first.id, "active")
+    retired = {
+        item.id: item
+        for item in (
+            await guarded.ok("MEMORY.GET", {"ids": [old.id, first.id], "include": ["superseded"]})
+        ).items
+    }
+    assert (retired[old.id].status, retired[old.id].version) == ("superseded", 2)
+    assert (retired[first.id].status, retired[first.id].version) == ("superseded", 2)
+    assert retired[first.id].valid_to == second.created_at
+    assert await _visible(guarded) == [(second.content, "active")]
+    if isinstance(guarded.store, HistoryLog):
+        assert [entry.change for entry in await guarded.store.history(first.id)] == [
+            "create",
+            "supersede",
+        ]
+
+
+async def test_no_draft_of_a_write_stands_beside_a_more_trusted_fact(
+    guarded: MemoryHarness,
+) -> None:
+    """Handbook §9 within one write: every lower-trust draft contradicting the verified fact
+    is contested, not only the last one."""
+    fact, _ = await _write(guarded, BERLIN, trust="verified")
+    output = await guarded.ok(
+        "MEMORY.WRITE",
+        {
+            "memories": [
+                {
+                    "content": "The user lives in Rome and works from home on Fridays.",
+                    "trust": "user",
+                },
+                {"content": PARIS, "trust": "agent"},
+            ]
+        },
+    )
+    assert [(o.outcome, o.contests) for o in output.outcomes] == [
+        (["contested"], fact.id),
+        (["contested"], fact.id),
+    ]
+    assert await _visible(guarded) == [(BERLIN, "active")]
+
+
+async def test_a_draft_contradicting_an_earlier_draft_of_its_write(
+    guarded: MemoryHarness,
+) -> None:
+    """Nothing stored yet: the later statement supersedes the earlier one when it is trusted
+    as much, and is contested beside it when it is trusted less."""
+    output = await guarded.ok(
+        "MEMORY.WRITE",
+        {"memories": [{"content": "Bob lives in Oslo."}, {"content": "Bob lives in Madrid."}]},
+    )
+    oslo, madrid = output.items
+    assert [(o.outcome, o.supersedes) for o in output.outcomes] == [
+        (["created"], None),
+        (["superseded"], oslo.id),
+    ]
+    assert (oslo.status, madrid.status) == ("superseded", "active")
+    assert await _visible(guarded) == [("Bob lives in Madrid.", "active")]
+    output = await guarded.ok(
+        "MEMORY.WRITE",
+        {
+            "memories": [
+                {"content": "Carol works at Initech.", "trust": "verified"},
+                {"content": "Carol works at Globex.", "trust": "agent"},
+            ]
+        },
+    )
+    initech, globex = output.items
+    assert [o.outcome for o in output.outcomes] == [["created"], ["contested"]]
+    assert (globex.contests, initech.status) == (initech.id, "active")
+
+
+async def test_a_near_repeat_within_one_write_is_deduplicated(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    store = await open_store()
+    policy = WritePolicy(StageModes(dedupe="enforce", contradiction="enforce"))
+    worker = create_memory_worker(store, clock=store_env.clock, policy=policy)
+    memory = MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+    async with memory.runtime:
+        output = await memory.ok(
+            "MEMORY.WRITE",
+            {
+                "memories": [
+                    {"content": "The deploy freeze starts on Friday at noon for payments."},
+                    {"content": "The deploy freeze for payments starts on Friday at noon."},
+                ]
+            },
+        )
+        first, second = output.items
+        assert [(o.outcome, o.duplicate_of) for o in output.outcomes] == [
+            (["created"], None),
+            (["deduplicated"], first.id),
+        ]
+        assert second.id == first.id
+        assert len(await _visible(memory)) == 1
 
 
 async def test_a_contested_claim_stated_again_is_a_repeat_not_a_second_claim(
