@@ -16,8 +16,7 @@ counts and errors can go to logs, results and audit entries without carrying the
 Findings and redaction live in :mod:`workers.memory.policy.safety_redact` and are
 re-exported here; the detectors are data, in :mod:`~workers.memory.policy.safety_patterns`
 (secrets and personal data) and :mod:`~workers.memory.policy.safety_injection` (prompt
-injection, with :mod:`~workers.memory.policy.safety_injection_langs` for other languages).
-"""
+injection; other languages in ``safety_injection_langs``, base64 in ``safety_encoded``)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ import msgspec
 
 from ditto.errors import DittoError, ErrorCode
 from workers.memory.policy.safety_checks import CHECKS, Check
+from workers.memory.policy.safety_encoded import with_encoded_injections
 from workers.memory.policy.safety_injection import INJECTION_PATTERNS
 from workers.memory.policy.safety_patterns import BUILTIN_PATTERNS
 from workers.memory.policy.safety_redact import (
@@ -278,14 +278,21 @@ class SafetyScanner:
                 if detector.check is not None and not detector.check(text[start:end], self.rules):
                     continue
                 found.append(Finding(detector.kind, start, end))
-        if self._unmasked and (seen := unmask(text)) is not None:
-            found.extend(self._scan_view(*seen, ascii_only=seen[0].isascii()))
+        if self._unmasked:
+            if (seen := unmask(text)) is not None:
+                found.extend(self._scan_view(*seen, ascii_only=seen[0].isascii()))
+            found = with_encoded_injections(text, found, self._injects, longest)
         if not found:
             return found
         if "[REDACTED:" in text:
             held = [match.span() for match in _PLACEHOLDER.finditer(text)]
             found = [f for f in found if not any(a <= f.start and f.end <= b for a, b in held)]
         return _settle(found)
+
+    def _injects(self, text: str) -> bool:
+        """Whether the injection rows find an injection in ``text`` (or its unmasked view)."""
+        view, offsets = unmask(text) or (text, None)
+        return bool(self._scan_view(view, offsets, ascii_only=view.isascii()))
 
     def _scan_view(
         self, view: str, offsets: Sequence[int] | None, *, ascii_only: bool

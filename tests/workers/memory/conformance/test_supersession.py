@@ -147,6 +147,26 @@ async def test_a_successor_dated_in_the_past_ends_the_old_fact_when_it_began(
     assert [item.content for item in before.items] == ["works at Acme"]
 
 
+async def test_a_successor_dated_ahead_holds_from_its_valid_from(
+    guarded: MemoryHarness,
+) -> None:
+    """A change announced ahead ("the office moves to Paris on the 1st"): default reads go by
+    status and show the new record from the write on; ``as_of`` now still answers the old
+    fact, and ``as_of`` the new one's ``valid_from`` the new one."""
+    (old,) = (await _write(guarded, {"key": "office", "content": "in Berlin"})).items
+    moves = guarded.clock.now + timedelta(days=10)
+    announced = {"key": "office", "content": "in Paris", "valid_from": moves.isoformat()}
+    assert (await _write(guarded, announced)).outcomes[0].outcome == ["superseded"]
+    (current,) = (await guarded.ok("MEMORY.GET", {"keys": ["office"]})).items
+    assert current.content == "in Paris"
+    today = {"filter": {"as_of": (guarded.clock.now + timedelta(seconds=1)).isoformat()}}
+    assert [item.id for item in (await guarded.ok("MEMORY.QUERY", today)).items] == [old.id]
+    moved = {"filter": {"as_of": moves.isoformat()}}
+    assert [item.content for item in (await guarded.ok("MEMORY.QUERY", moved)).items] == [
+        "in Paris"
+    ]
+
+
 @requires(HistoryLog)
 async def test_supersession_is_in_history(guarded: MemoryHarness) -> None:
     assert isinstance(guarded.store, HistoryLog)
