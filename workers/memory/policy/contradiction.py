@@ -24,8 +24,10 @@ The rules, in order (thresholds chosen on the dev split of ``bench/data/write_po
    subject's head word, the statement going on after it ("Order 4471 shipped …"):
    ``unrelated`` (``subject_changed``).
 3. One text negated and the other not (not, never, n't, no longer, stopped…): ``negation``.
-4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid):
-   ``preference_changed``.
+4. A preference verb turned to its opposite (like → dislike, love → hate, prefer → avoid),
+   or the same terms with the things a preference ranks swapped, subject and verb unchanged
+   ("prefers tea over coffee" → "coffee over tea"; other swapped roles are two statements,
+   rule 6): ``preference_changed``.
 5. A replaced span with a date (ISO, d/m/y, times, month and day names, years) on both sides:
    ``date_changed``; with a number on both sides (or a replaced unit after the same number):
    ``number_changed``.
@@ -209,6 +211,18 @@ def _only_stance(old: Analysed, new: Analysed) -> bool:
     return left == rest(new) and any(term != "~stance" for term in left)
 
 
+def _preference_swapped(old: Analysed, new: Analysed) -> bool:
+    """Whether two texts of the same terms swap what a preference ranks: the subject and the
+    preference verb unchanged, the things compared in the other order ("Alice prefers tea
+    over coffee" / "… coffee over tea"), where other swapped roles are two statements
+    ("Alice sent the report to Bob" / "Bob sent … to Alice")."""
+    same = next(
+        (at for at, (a, b) in enumerate(zip(old.terms, new.terms, strict=True)) if a != b),
+        len(old.terms),
+    )
+    return has_kind(old.kinds[:same], TermKind.PREFER)
+
+
 def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     """How ``new`` relates to ``old`` (see the module notes for the rules, in order).
 
@@ -243,6 +257,8 @@ def classify(old: str, new: str, *, same_subject: bool = False) -> Verdict:
     if first_text.ordered == second_text.ordered:
         if is_near_duplicate(old, new):
             return Verdict(Relation.DUPLICATE, Reason.PARAPHRASE)
+        if _preference_swapped(first_text, second_text):
+            return _verdict(Relation.CONTRADICTION, Reason.PREFERENCE_CHANGED, spans)
         return _verdict(Relation.UNRELATED, Reason.ROLES_SWAPPED, spans)
     # A word misspelt or spelt another way ("fligths", "infrastucture") is the same word.
     spans = [span for span in spans if not respelt(span)]

@@ -344,3 +344,36 @@ def test_a_word_stemming_like_a_negation_is_not_one() -> None:
 )
 def test_a_negation_in_another_language_contradicts(old: str, new: str) -> None:
     assert classify(old, new).reason is Reason.NEGATION
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice prefers tea over coffee", "Alice prefers coffee over tea"),
+        ("The user prefers dark mode to light mode", "The user prefers light mode to dark mode"),
+        ("Bob likes cats more than dogs", "Bob likes dogs more than cats"),
+        ("Prefers window seats over aisle seats", "Prefers aisle seats over window seats"),
+    ],
+)
+def test_a_preference_ranking_turned_around_contradicts(old: str, new: str) -> None:
+    """The subject and the preference verb stay; the things compared swap places."""
+    verdict = classify(old, new)
+    assert (verdict.relation, verdict.reason) == (
+        Relation.CONTRADICTION,
+        Reason.PREFERENCE_CHANGED,
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice is taller than Bob", "Bob is taller than Alice"),
+        ("Alice likes Bob more than Carol", "Carol likes Bob more than Alice"),
+        ("Alice sent the report to Bob", "Bob sent the report to Alice"),
+    ],
+)
+def test_roles_swapped_around_another_verb_or_subject_are_two_statements(
+    old: str, new: str
+) -> None:
+    verdict = classify(old, new)
+    assert (verdict.relation, verdict.reason) == (Relation.UNRELATED, Reason.ROLES_SWAPPED)
