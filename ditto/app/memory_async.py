@@ -16,7 +16,9 @@ from ditto.app.memory_setup import (
     OwnerProcess,
     closed_error,
     embedder_factory,
+    memory_content,
     metadata_dict,
+    not_found,
     store_factory,
     tags_list,
 )
@@ -112,8 +114,6 @@ class AsyncMemory:
     ) -> None:
         await self.close()
 
-    # ----------------------------------------------------------------- the API
-
     async def add(
         self,
         content: Any,
@@ -127,10 +127,8 @@ class AsyncMemory:
         """Remember ``content`` (any JSON value). With a ``key``, adding again replaces the
         record under that key (an upsert); without one, each call adds a record (keep its
         ``id`` to name it later)."""
-        if content is None or (isinstance(content, str) and not content.strip()):
-            raise InvalidInputError("Memory.add needs content: an empty memory remembers nothing")
         draft: dict[str, Any] = {
-            "content": content,
+            "content": memory_content(content, "add"),
             "category": category,
             "tags": tags_list(tags),
             "metadata": metadata_dict(metadata),
@@ -232,7 +230,9 @@ class AsyncMemory:
                 is stale), ``INVALID_INPUT`` (nothing to change).
         """
         found = await self._find(id_or_key, namespace, archived=True, expired=ttl is not None)
-        patch: dict[str, Any] = {"id": found.id if found is not None else id_or_key}
+        if found is None:  # never the record of another namespace with this id
+            raise not_found("MEMORY.UPDATE", id_or_key, namespace or self.namespace)
+        patch: dict[str, Any] = {"id": found.id}
         given: dict[str, Any] = {
             "category": category,
             "tags": None if tags is None else tags_list(tags),
@@ -244,7 +244,7 @@ class AsyncMemory:
         }
         patch.update((name, value) for name, value in given.items() if value is not None)
         if content is not UNSET:
-            patch["content"] = content
+            patch["content"] = memory_content(content, "update")
         if summary is not UNSET:
             patch["summary"] = summary
         item: MemoryItem = (await self._call("MEMORY.UPDATE", {"updates": [patch]})).items[0]

@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
+from ditto.app.urls import url_problem
 from ditto.errors import (
     ConfigError,
     DittoError,
     ErrorCode,
+    ErrorInfo,
     InvalidInputError,
+    NodeFailedError,
     RuntimeClosedError,
 )
 from ditto.extras import install_hint
@@ -44,8 +47,10 @@ __all__ = (
     "closed_error",
     "embedder_factory",
     "location_path",
+    "memory_content",
     "metadata_dict",
     "mysql_store_type",
+    "not_found",
     "postgres_store_type",
     "store_factory",
     "tags_list",
@@ -145,6 +150,13 @@ def _markdown(folder: Path, *, create: bool) -> Callable[[], MemoryStore]:
     return markdown
 
 
+def _check_url(location: str, schemes: tuple[str, ...]) -> None:
+    """Refuse a database URL a driver could not use, before it quotes it in an error."""
+    problem = url_problem(location, schemes)
+    if problem is not None:
+        raise InvalidInputError(f"Memory's database URL: {problem}")
+
+
 def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     """What opens the store at ``location`` (checked now, opened later).
 
@@ -163,9 +175,11 @@ def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     if not location:
         raise InvalidInputError(f"Memory needs a store location: {_FORMS}")
     if location.startswith(_POSTGRES_SCHEMES):
+        _check_url(location, ("postgresql", "postgres"))
         postgres = postgres_store_type()
         return lambda: postgres.from_url(location)
     if location.startswith(_MYSQL_SCHEMES):
+        _check_url(location, ("mysql", "mariadb"))
         mysql = mysql_store_type()
         return lambda: mysql.from_url(location)
     scheme, colon, rest = location.partition(":")
@@ -322,3 +336,22 @@ def metadata_dict(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 def closed_error() -> RuntimeClosedError:
     """What a call to a closed ``Memory`` raises (``RUNTIME_CLOSED``, as the runtime's own)."""
     return RuntimeClosedError("this Memory is closed; open a new one to go on")
+
+
+def memory_content(content: Any, method: str) -> Any:
+    """``content`` for ``Memory.add`` or ``Memory.update``: any JSON value but nothing (``None``,
+    blank text), which remembers nothing.
+
+    Raises:
+        InvalidInputError: ``INVALID_INPUT`` naming the method.
+    """
+    if content is None or (isinstance(content, str) and not content.strip()):
+        raise InvalidInputError(f"Memory.{method} needs content: an empty memory remembers nothing")
+    return content
+
+
+def not_found(node: str, ref: str, namespace: str) -> NodeFailedError:
+    """What a ``Memory`` call naming a record its namespace does not hold raises: the
+    ``NOT_FOUND`` the node would answer (a record of another namespace is never reached)."""
+    message = f"no record with id or key {ref!r} in namespace {namespace!r}"
+    return NodeFailedError(node, "failed", ErrorInfo(ErrorCode.NOT_FOUND, message))

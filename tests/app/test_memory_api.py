@@ -279,3 +279,32 @@ def test_a_project_workers_package_that_shadows_ditto_s_is_named_at_import(
         [sys.executable, "-c", code], cwd=tmp_path / "workers", capture_output=True, check=False
     )
     assert fine.returncode == 0, fine.stderr
+
+
+def test_update_reaches_only_the_memorys_namespace_and_needs_content(tmp_path: Path) -> None:
+    with Memory(tmp_path / "memory.sqlite", namespace="ns1") as m:
+        other = m.add("Carol drinks coffee", key="drink", namespace="ns2")
+        for ref in (other.id, "drink"):
+            with pytest.raises(NodeFailedError) as missing:
+                m.update(ref, "hijacked")
+            assert missing.value.code == "NOT_FOUND"
+        assert m.get("drink", namespace="ns2").content == "Carol drinks coffee"
+        assert m.update(other.id, "Carol drinks tea", namespace="ns2").version == 2
+        for empty in (None, "", "   "):
+            with pytest.raises(InvalidInputError, match=r"Memory\.update needs content"):
+                m.update("drink", empty, namespace="ns2")
+        assert m.get("drink", namespace="ns2").content == "Carol drinks tea"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:hunter2@127.0.0.1:notaport/test",
+        "mysql://root:hunter2@127.0.0.1:notaport/test",
+        "postgresql://u:hunter2@[::1/db",
+    ],
+)
+def test_a_malformed_database_url_is_invalid_input_at_once(url: str) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        Memory(url)
+    assert "hunter2" not in str(raised.value)

@@ -24,6 +24,10 @@ only (never an option: a command line shows in ``ps``)."""
 mcp_app = typer.Typer(help="Serve the memory tools to MCP clients.", no_args_is_help=True)
 
 
+_MAX_NAME = 256
+"""The longest namespace or principal the MEMORY worker takes (its wire types' ``Name``)."""
+
+
 @mcp_app.command("serve")
 def serve(
     config: ConfigOption = None,
@@ -52,6 +56,12 @@ def serve(
     if transport not in ("stdio", "http"):
         errors.print(f"unknown transport {transport!r}: use stdio or http", highlight=False)
         raise typer.Exit(2)
+    # Checked here, not on the first tool call, where the model would read the refusal as a
+    # fault in its own arguments.
+    for option, name in (("--namespace", namespace), ("--principal", principal)):
+        if name is not None and not 1 <= len(name) <= _MAX_NAME:
+            errors.print(f"{option} must be 1 to {_MAX_NAME} characters", highlight=False)
+            raise typer.Exit(2)
     try:
         from ditto.app.tools import mcp_server
     except ImportError:

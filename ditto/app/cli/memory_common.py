@@ -129,18 +129,24 @@ def on_nodes(
 
 
 def on_store(
-    settings: Settings, work: Callable[[MemoryStore], Awaitable[T]], *, reading: bool = False
+    settings: Settings,
+    work: Callable[[MemoryStore], Awaitable[T]],
+    *,
+    reading: bool = False,
+    maintaining: bool = False,
 ) -> T:
     """Open the configured store, run ``work`` on it and close it; store errors exit coded.
     For the administrative commands (history, export, import, hygiene, audit) that act on the
     store itself rather than through a principal's nodes. ``reading``: the command only reads,
-    so it never creates a store (a missing one is an error) and reads a read-only one."""
+    so it never creates a store (a missing one is an error) and reads a read-only one.
+    ``maintaining``: the command changes a store that must already exist (hygiene, reindex):
+    a missing one is an error too, never a new empty store."""
     import anyio
 
     from ditto.app.bootstrap import build_memory_store
 
     async def run() -> T:
-        async with build_memory_store(settings, existing=reading) as store:
+        async with build_memory_store(settings, existing=reading or maintaining) as store:
             return await work(store)
 
     try:

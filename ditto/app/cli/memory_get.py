@@ -70,16 +70,15 @@ def get_records(
     else:
         for item in found.items:
             console.print_json(msgspec.json.encode(item).decode())
-    if not found.items:
-        namespaces = sorted({item.namespace for page in elsewhere for item in page.items})
-        hint = f" in namespace {namespace!r}"
-        if namespaces:
-            hint += f"; the key exists in {', '.join(map(repr, namespaces))} (pass --namespace)"
-        errors.print(escape(f"no record found{hint}"), highlight=False)
-        raise typer.Exit(EXIT_NOT_FOUND)
     named = {item.id for item in found.items} | {item.key for item in found.items}
     missing = [ref for ref in dict.fromkeys(refs) if ref not in named]
     if missing:
         shown = ", ".join(map(repr, missing[:10])) + (" …" if len(missing) > 10 else "")
-        errors.print(escape(f"not found in namespace {namespace!r}: {shown}"), highlight=False)
+        message = f"not found in namespace {namespace!r}: {shown}"
+        namespaces = sorted(
+            {item.namespace for page in elsewhere for item in page.items if item.key in missing}
+        )
+        if namespaces:
+            message += f"; the key exists in {', '.join(map(repr, namespaces))} (pass --namespace)"
+        errors.print(escape(message), highlight=False)
         raise typer.Exit(EXIT_NOT_FOUND)

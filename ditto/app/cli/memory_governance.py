@@ -49,7 +49,7 @@ def hygiene(
 
             return await run_hygiene(store, policy, dry_run=dry_run, progress=advance)
 
-    report = on_store(settings, run)
+    report = on_store(settings, run, maintaining=True)
     if as_json:
         print_json(report)
         return
@@ -158,7 +158,7 @@ def reindex(
 
             return await run_reindex(store, embedder, progress=advance)
 
-    report = on_store(settings, run)
+    report = on_store(settings, run, maintaining=True)
     if as_json:
         print_json(
             {

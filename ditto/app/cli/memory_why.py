@@ -14,7 +14,7 @@ from ditto.app.cli.memory_common import (
     call_nodes,
     print_json,
 )
-from ditto.app.cli.output import EXIT_NOT_FOUND, console, settings_or_exit
+from ditto.app.cli.output import EXIT_NOT_FOUND, console, errors, settings_or_exit
 
 __all__ = ("why",)
 
@@ -50,6 +50,7 @@ def why(
             facts.append(f"rank: {miss.rank}")
         if miss.score is not None:
             facts.append(f"score: {miss.score:.4f}")
-        console.print("\n".join(facts))
+        # No such record is an error, on stderr as every command's; an explanation is the answer.
+        (errors if miss.stage == "not_found" else console).print("\n".join(facts))
     if miss.stage == "not_found":
         raise typer.Exit(EXIT_NOT_FOUND)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal, Self
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -23,6 +22,7 @@ from ditto.app.config.memory_settings import (
 )
 from ditto.app.config.policy_settings import MemoryPolicySettings
 from ditto.app.config.retrieval_settings import RetrievalTargetSettings, RetrievalWorkerSettings
+from ditto.app.urls import url_problem
 from ditto.contracts.node_types import is_node_type
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 
@@ -127,26 +127,9 @@ class RuntimeSettings(_Strict):
 def _check_url(value: SecretStr | None, schemes: tuple[str, ...], variable: str) -> None:
     if value is None:
         return
-    problem = f"{variable} must be a URL with scheme {' or '.join(schemes)}"
-    text = value.get_secret_value()
-    # Drivers end the host part at the first '/', '?' or '#': one of those inside a password
-    # would make them connect elsewhere and print the rest of the password in their error.
-    start = text.find("://") + 3
-    ends = [i for i in (text.find(mark, start) for mark in "/?#") if i >= 0]
-    end = min(ends, default=len(text))
-    if start >= 3 and "@" not in text[start:end] and "@" in text[end:]:
-        raise ValueError(
-            f"{variable}: the user name or password holds an unencoded '/', '?' or '#' "
-            "(percent-encode them: %2F, %3F, %23)"
-        )
-    try:
-        parts = urlsplit(text)
-        valid = parts.scheme in schemes and bool(parts.hostname or parts.path)
-        _ = parts.port  # a port that is not a number raises here, not in the driver
-    except ValueError:  # urlsplit's own message quotes the URL, password included
-        raise ValueError(problem) from None
-    if not valid:
-        raise ValueError(problem)  # never echo the value: it may carry a password
+    problem = url_problem(value.get_secret_value(), schemes)
+    if problem is not None:
+        raise ValueError(f"{variable}: {problem}")  # never the value: it may hold a password
 
 
 class MemoryWorkerSettings(_Strict):

@@ -193,8 +193,13 @@ class MemoryToolkit:
             )
         return await self._handlers[spec.name](parsed)
 
-    def _too_large(self, tool: str, field: str, text: str | None) -> Result | None:
-        """The ``INVALID_INPUT`` result for a value over ``max_value_bytes``, else ``None``."""
+    def _unstorable(
+        self, tool: str, field: str, text: str | None, *, blank: bool = False
+    ) -> Result | None:
+        """The ``INVALID_INPUT`` result for a value over ``max_value_bytes`` (or, unless
+        ``blank``, of whitespace only: it remembers nothing), else ``None``."""
+        if text is not None and not blank and not text.strip():
+            return _error(ErrorCode.INVALID_INPUT, f"{tool}: {field} is blank: nothing to remember")
         # Four UTF-8 bytes per character at most: most values skip the encoding.
         if text is None or len(text) * 4 <= self.max_value_bytes:
             return None
@@ -220,7 +225,7 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PRX
 
     async def _memory_store(self, arguments: StoreArguments) -> Result:
-        refused = self._too_large("memory_store", "value", arguments.value)
+        refused = self._unstorable("memory_store", "value", arguments.value)
         if refused is not None:
             return refused
         draft = self._draft(key=arguments.key, content=arguments.value, category=arguments.category)
@@ -280,8 +285,10 @@ class MemoryToolkit:
     # ----------------------------------------------------------------- PAR
 
     async def _remember_memory(self, arguments: RememberArguments) -> Result:
-        refused = self._too_large("remember_memory", "content", arguments.content)
-        refused = refused or self._too_large("remember_memory", "summary", arguments.summary)
+        refused = self._unstorable("remember_memory", "content", arguments.content)
+        refused = refused or self._unstorable(
+            "remember_memory", "summary", arguments.summary, blank=True
+        )
         if refused is not None:
             return refused
         draft = self._draft(

@@ -45,7 +45,7 @@ def test_get_names_the_namespaces_a_missing_key_lives_in(config: Path) -> None:
     result = invoke_cli("memory", "get", "pref:lang", "--config", str(config))
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "no record found in namespace 'default'; the key exists in 'alice', 'bob' "
+        "not found in namespace 'default': 'pref:lang'; the key exists in 'alice', 'bob' "
         "(pass --namespace)"
     )
     found = invoke_cli("memory", "get", "pref:lang", "--namespace", "bob", "--config", str(config))

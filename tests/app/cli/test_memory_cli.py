@@ -103,7 +103,7 @@ def test_get_by_key_or_id_and_exit_1_when_missing(seeded: Path) -> None:
     assert json.loads(by_id.stdout)["items"][0]["content"] == {"language": "zh-CN"}
     missing = invoke_cli("memory", "get", "nope", "--config", str(seeded))
     assert missing.exit_code == 1
-    assert "no record found" in missing.stderr
+    assert missing.stderr.strip() == "not found in namespace 'default': 'nope'"
 
 
 def test_get_names_each_ref_it_did_not_find(seeded: Path) -> None:

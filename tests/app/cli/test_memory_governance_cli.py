@@ -300,3 +300,13 @@ def test_hygiene_without_rules_names_the_key_the_configuration_takes(tmp_path: P
 async def _seed_one(database: Path) -> None:
     async with SqliteMemoryStore(database) as store:
         await store.write([MemoryDraft(content="a fact", key="fact:1")], "create")
+
+
+def test_hygiene_never_makes_a_store_that_is_not_there(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.sqlite"
+    config = _config(tmp_path, missing, "    retention:\n      audit_days: 30\n")
+    for flags in (["--dry-run"], []):
+        refused = invoke_cli("memory", "hygiene", *flags, "--config", str(config))
+        assert refused.exit_code == 3, refused.stderr
+        assert "STORE_UNAVAILABLE" in refused.stderr
+    assert not missing.exists()

@@ -51,4 +51,5 @@ def test_why_by_id_as_json(config: Path) -> None:
 def test_why_for_no_such_record_exits_1(config: Path) -> None:
     shown = invoke_cli("memory", "why", "nope", "-q", "tabs", "--config", str(config))
     assert shown.exit_code == 1
-    assert "not_found" in shown.stdout
+    assert "not_found" in shown.stderr
+    assert not shown.stdout

@@ -146,6 +146,21 @@ def test_a_bad_environment_url_names_the_variable_not_the_value() -> None:
     assert "hunter2" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://app:hunter2@db.internal:notaport/prod", "port must be a number"),
+        ("postgresql://app:hunter2@[::1/prod", "host is not a valid name"),
+        ("http://app:hunter2@db.internal/prod", "scheme postgresql"),
+    ],
+)
+def test_a_bad_url_says_what_is_wrong_without_quoting_it(url: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(env={"DITTO_WORKER_MEMORY_POSTGRES_URL": url})
+    assert problem in raised.value.message
+    assert "hunter2" not in str(raised.value)
+
+
 def test_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml", env={})

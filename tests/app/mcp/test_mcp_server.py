@@ -232,6 +232,21 @@ def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host
     assert host in completed.stderr
 
 
+@pytest.mark.parametrize("flags", [("--namespace", ""), ("--principal", "p" * 257)])
+def test_an_empty_or_oversize_name_refuses_to_start(tmp_path: Path, flags: tuple[str, str]) -> None:
+    """Refused at once, not on every tool call (where a model would blame its arguments)."""
+    completed = subprocess.run(
+        [*ditto_command(), "mcp", "serve", *flags],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip() == f"{flags[0]} must be 1 to 256 characters"
+
+
 async def test_resources_are_confined_to_the_servers_namespace(tmp_path: Path) -> None:
     with anyio.fail_after(60):
         async with stdio_session(tmp_path, "--namespace", "alice", "--principal", "alice") as alice:

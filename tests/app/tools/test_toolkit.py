@@ -221,6 +221,18 @@ async def test_a_stored_value_over_the_cap_is_refused_naming_the_limit(runtime: 
         MemoryToolkit(runtime, max_value_bytes=0)
 
 
+async def test_a_blank_value_is_refused_and_stores_nothing(runtime: Ditto) -> None:
+    tools = MemoryToolkit(runtime)
+    for name, arguments in (
+        ("memory_store", {"key": "k", "value": "   "}),
+        ("remember_memory", {"content": "\n\t "}),
+    ):
+        refused = await tools.call(name, arguments)
+        assert refused["error"]["code"] == "INVALID_INPUT", name
+        assert "blank" in refused["error"]["message"]
+    assert "error" in await tools.call("memory_get", {"key": "k"})
+
+
 async def test_a_forgotten_preference_does_not_come_back_from_the_conversation(
     runtime: Ditto,
 ) -> None:

@@ -198,6 +198,21 @@ async def test_a_second_store_on_the_folder_follows_a_supersession(tmp_path: Pat
         assert [e.change for e in await two.history(old.id)] == ["create", "supersede"]
 
 
+async def test_a_rejected_claim_copied_in_is_gone_without_a_delete_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A rejected claim's history ends with ``reject`` (rejecting deletes it): a folder that
+    takes that history (a copy, an import) has no file for it and adds no ``delete``."""
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    claim = msgspec.structs.replace(new_item(MemoryDraft("a claim"), now), status="quarantined")
+    rejected = msgspec.structs.replace(claim, version=2, updated_at=now)
+    entries = [history_entry(claim, "create", now), history_entry(rejected, "reject", now)]
+    async with MarkdownMemoryStore(tmp_path) as store:
+        assert await store.restore_history(entries) == 2
+    async with MarkdownMemoryStore(tmp_path) as reopened:
+        assert [e.change for e in await reopened.history(claim.id)] == ["create", "reject"]
+
+
 async def test_a_second_store_reads_the_audit_log_after_a_purge(tmp_path: Path) -> None:
     def event(at: datetime, node: str) -> AuditEvent:
         return AuditEvent(at, "alice", node, ["id"], "allow")

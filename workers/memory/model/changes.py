@@ -9,7 +9,11 @@ from workers.memory.model.contracts import Change, HistoryEntry, MemoryDraft, Me
 from workers.memory.model.errors import MemoryStoreError
 from workers.memory.model.records import new_id
 
-__all__ = ("Change", "expiry_of", "history_entry", "is_live", "new_item")
+__all__ = ("ENDINGS", "Change", "expiry_of", "history_entry", "is_live", "new_item")
+
+
+ENDINGS: frozenset[Change] = frozenset({"delete", "reject"})
+"""The history changes after which a record no longer exists (a rejected claim is deleted)."""
 
 
 def expiry_of(draft: MemoryDraft, now: datetime) -> datetime | None:

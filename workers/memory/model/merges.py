@@ -6,6 +6,7 @@ transaction, on the records as it reads them there."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -14,9 +15,9 @@ import msgspec
 from workers.memory.model.changes import history_entry, is_live
 from workers.memory.model.contracts import MemoryItem, MemoryPatch
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.model.planning import WriteGuard, WriteRules, WriteStep
+from workers.memory.model.write_rules import NEW_RECORD, WriteGuard, WriteRules, WriteStep
 
-__all__ = ("MAX_SOURCES", "plan_merges", "with_sources")
+__all__ = ("MAX_SOURCES", "plan_merges", "restate", "with_sources")
 
 MAX_SOURCES = 32
 """The most sources a record keeps beside its own: a fact a thousand chat turns repeat names
@@ -76,6 +77,22 @@ def plan_merges(
         rules.merged[record_id] = item
         merges.append(WriteStep("merge", item, history_entry(item, "merge", now)))
     return merges
+
+
+def restate(step: WriteStep, position: int, rules: WriteRules, now: datetime) -> WriteStep:
+    """``step`` with the record it stores as the later drafts of the same write that repeat
+    it leave it (``rules.restated``): their sources added, its trust raised to the most
+    trusted of them where that outranks it. Steps that store no new record are unchanged."""
+    sources, trust = rules.restated[position]
+    if step.action not in NEW_RECORD:
+        return step
+    item = step.item
+    raised = trust if trust is not None and rules.rank(trust) > rules.rank(item.trust) else None
+    merged = with_sources(item, sources)
+    if raised is None and merged == item.sources:
+        return step
+    item = msgspec.structs.replace(item, sources=merged, trust=raised or item.trust)
+    return dataclasses.replace(step, item=item, entry=history_entry(item, "create", now))
 
 
 def _may_change(guard: WriteGuard | None, stored: MemoryItem) -> bool:

@@ -15,6 +15,7 @@ import msgspec
 from workers.memory.model.changes import Change, expiry_of, history_entry, is_live, new_item
 from workers.memory.model.contracts import HistoryEntry, MemoryDraft, MemoryItem, WriteMode
 from workers.memory.model.errors import conflict
+from workers.memory.model.merges import restate
 from workers.memory.model.supersession import (
     plan_keyless,
     replays,
@@ -109,6 +110,8 @@ def plan_writes(
             step = plan_keyless(
                 position, draft, steps, targets or {}, successors, now, guard, rules
             )
+            if position in rules.restated:
+                step = restate(step, position, rules, now)
             _decided(rules, position, step)
             steps.append(step)
             continue
@@ -118,6 +121,8 @@ def plan_writes(
             guard.check_write(stored, draft)  # replays too: they return the stored record
         step = _plan_one(position, draft, mode, stored, sharing, now, rules)
         if rules is not None:
+            if position in rules.restated:
+                step = restate(step, position, rules, now)
             _decided(rules, position, step)
         steps.append(step)
     return steps
@@ -174,8 +179,9 @@ def _plan_one(
         if position in rules.supersede:
             return supersede_or_contest(draft, stored, sharing, now, rules)
         if position in rules.observe:
-            would = supersede_or_contest(draft, stored, sharing, now, rules)
-            rules.observed[position] = "contest" if would.action == "keep" else would.action
+            would = supersede_or_contest(draft, stored, sharing, now, rules).action
+            if would != "insert":  # an older fact stored as history changes nothing
+                rules.observed[position] = "contest" if would == "keep" else would
     if mode == "create" and not expired:
         raise conflict(
             f"key {draft.key!r} in namespace {draft.namespace!r} already holds a different "

@@ -22,6 +22,7 @@ import msgspec
 from workers.memory.model.changes import history_entry, is_live, new_item
 from workers.memory.model.contracts import MemoryDraft, MemoryItem
 from workers.memory.model.errors import MemoryStoreError
+from workers.memory.model.merges import with_sources
 from workers.memory.model.records import canonical_json
 from workers.memory.model.write_rules import WriteGuard, WriteRules, WriteStep
 
@@ -79,6 +80,12 @@ def supersede_or_contest(
                 return WriteStep("keep", record, None)
         contested = msgspec.structs.replace(fresh, status="contested", contests=stored.id)
         return WriteStep("contest", contested, history_entry(contested, "create", now))
+    began = stored.created_at if stored.valid_from is None else stored.valid_from
+    if draft.valid_from is not None and draft.valid_from < began:
+        # An older fact learned late ("lived in Oslo from 2020" about someone in Madrid since
+        # 2022): it held until the stored one began, and the stored one still holds.
+        past = msgspec.structs.replace(fresh, status="superseded", valid_to=began)
+        return WriteStep("insert", past, history_entry(past, "create", now))
     successor = msgspec.structs.replace(fresh, supersedes=stored.id)
     retired = retire(stored, now, successor.valid_from)
     return WriteStep(
@@ -131,7 +138,9 @@ def plan_keyless(
                     step = dataclasses.replace(step, retired=None)
             return step
         if position in rules.observe:
-            rules.observed[position] = supersede_or_contest(draft, record, (), now, rules).action
+            would = supersede_or_contest(draft, record, (), now, rules).action
+            if would != "insert":
+                rules.observed[position] = would
     item = new_item(draft, now)
     return WriteStep("insert", item, history_entry(item, "create", now))
 
@@ -161,10 +170,25 @@ def _holder(
             and is_live(stored, now)
             and _may_land(guard, stored, draft)
         ):
-            return stored, None
+            return _as_repeated(stored, rules), None
     if position in rules.follows:
         return _latest(rules.follows[position], draft, steps, successors, now, guard)
     return None
+
+
+def _as_repeated(stored: MemoryItem, rules: WriteRules) -> MemoryItem:
+    """``stored`` as the drafts of this write that repeat it leave it before the draft that
+    contradicts it (every repeat after that one contradicts it instead: see
+    :mod:`~workers.memory.worker.write_order`): their sources added, its trust raised. A
+    record superseded here keeps them (its merge is not planned apart)."""
+    merge = rules.merges.get(stored.id)
+    trust = rules.confirmed.get(stored.id)
+    changes: dict[str, object] = {}
+    if merge is not None and merge[0] == stored.version:
+        changes["sources"] = with_sources(stored, merge[1])
+    if trust is not None and rules.rank(trust) > rules.rank(stored.trust):
+        changes["trust"] = trust
+    return msgspec.structs.replace(stored, **changes) if changes else stored
 
 
 def _latest(

@@ -80,6 +80,10 @@ class WriteRules:
     merges: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
     """Record id -> the version the dedupe stage read and the sources of drafts it found to
     repeat that record (see :func:`~workers.memory.model.merges.plan_merges`)."""
+    restated: dict[int, tuple[list[str], str | None]] = field(default_factory=dict)
+    """Position -> the sources of the later drafts of the same write that repeat that draft
+    (not written themselves), and the most trusted of their trust levels: the draft's record
+    takes them (see :func:`~workers.memory.model.merges.restate`)."""
     confirmed: dict[str, str] = field(default_factory=dict)
     """Record id -> the trust of the most trusted draft repeating it, where that outranks the
     record's own: a fact a more trusted source states again is held at that trust (so a

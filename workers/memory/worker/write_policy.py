@@ -25,6 +25,7 @@ from workers.memory.policy.similarity import Signature
 from workers.memory.ports import MemoryStore
 from workers.memory.worker.dedupe import Duplicates
 from workers.memory.worker.safety_stage import SafetyStage
+from workers.memory.worker.write_order import settle_in_order
 
 __all__ = ("PreparedWrite", "WritePipeline")
 
@@ -152,7 +153,7 @@ class WritePipeline:
                 if modes.contradiction != "off":
                     contradict.add(position)
         if dedupe or contradict:
-            await self._match(dedupe, contradict, prepared, now, visible_to)
+            await self._match(dedupe, contradict, supersede, prepared, now, visible_to)
         skipped = prepared.duplicates.keys() | prepared.repeats.keys()
         prepared.written = [position for position in range(len(drafts)) if position not in skipped]
         place = {position: index for index, position in enumerate(prepared.written)}
@@ -170,6 +171,7 @@ class WritePipeline:
             if position in place and earlier in place
         }
         rules.merges = self._merges(prepared, rules)
+        rules.restated = self._restated(prepared, rules, place)
         return prepared
 
     def _check_trust(self, position: int, draft: MemoryDraft) -> None:
@@ -183,13 +185,15 @@ class WritePipeline:
         self,
         dedupe: dict[int, bool],
         contradict: set[int],
+        superseding: set[int],
         prepared: PreparedWrite,
         now: datetime,
         visible_to: str | None,
     ) -> None:
         """Match the keyless drafts to the records their namespace holds: duplicates at
         ``dedupe``'s positions (enforced ones are not written, observed ones are reported),
-        and the record each draft at ``contradict``'s positions contradicts."""
+        and the record each draft at ``contradict``'s positions contradicts (``superseding``:
+        those whose stage enforces), settled in the call's order."""
         checked = [(position, prepared.drafts[position]) for position in dedupe.keys() | contradict]
         found = await self.duplicates.find(sorted(checked), now, visible_to, contradict)
         prepared.prints = found.prints
@@ -206,6 +210,8 @@ class WritePipeline:
                     found.contradicts.pop(position, None)
         # Every draft contradicting a record is judged against it, in the call's order (the
         # store's planning sends a later one to the record an earlier one superseded it with).
+        deduped = [position for position, enforced in dedupe.items() if enforced]
+        settle_in_order(found, prepared.drafts, rank, deduped, superseding)
         prepared.contradicts = found.contradicts
         prepared.follows = found.follows
         for position, item in found.duplicates.items():
@@ -240,6 +246,25 @@ class WritePipeline:
                 rules.confirmed[item.id] = draft.trust
                 merges.setdefault(item.id, (item.version, []))
         return merges
+
+    @staticmethod
+    def _restated(
+        prepared: PreparedWrite, rules: WriteRules, place: dict[int, int]
+    ) -> dict[int, tuple[list[str], str | None]]:
+        """Written position -> the sources and the most trusted level of the later drafts of
+        the call that repeat that draft (a draft, not a stored record: those merge)."""
+        restated: dict[int, tuple[list[str], str | None]] = {}
+        for position, earlier in sorted(prepared.repeats.items()):
+            if earlier in prepared.duplicates or earlier not in place:
+                continue
+            draft = prepared.drafts[position]
+            sources, best = restated.get(place[earlier], ([], None))
+            if draft.source is not None:
+                sources.append(draft.source)
+            if draft.trust is not None and rules.rank(draft.trust) > rules.rank(best):
+                best = draft.trust
+            restated[place[earlier]] = (sources, best)
+        return restated
 
     def _screen(
         self,

@@ -259,6 +259,93 @@ async def test_a_draft_contradicting_an_earlier_draft_of_its_write(
     assert (globex.contests, initech.status) == (initech.id, "active")
 
 
+def _both_stages(open_store: OpenStore, store_env: StoreEnv) -> Any:
+    async def harness() -> MemoryHarness:
+        store = await open_store()
+        stages = StageModes(dedupe="enforce", contradiction="enforce")
+        worker = create_memory_worker(
+            store, clock=store_env.clock, policy=WritePolicy(stages, default_trust="agent")
+        )
+        return MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+
+    return harness()
+
+
+async def _write_all(memory: MemoryHarness, *drafts: tuple[str, str, str | None]) -> Any:
+    memories = [{"content": c, "trust": t, "source": s} for c, t, s in drafts]
+    return await memory.ok("MEMORY.WRITE", {"memories": memories})
+
+
+async def test_a_repeat_of_a_fact_an_earlier_draft_superseded_restates_it(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    """Never deduplicated into the record the write just retired: it contradicts the draft
+    that retired it, as a second write would."""
+    memory = await _both_stages(open_store, store_env)
+    async with memory.runtime:
+        oslo = (await _write_all(memory, ("Ida lives in Oslo", "agent", None))).items[0]
+        output = await _write_all(
+            memory, ("Ida lives in Bergen", "user", None), ("Ida lives in Oslo", "verified", "id")
+        )
+        bergen, restated = output.items
+        assert [(o.outcome, o.supersedes) for o in output.outcomes] == [
+            (["superseded"], oslo.id),
+            (["superseded"], bergen.id),
+        ]
+        assert await _visible(memory) == [("Ida lives in Oslo", "active")]
+        assert (restated.trust, restated.source) == ("verified", "id")
+
+
+async def test_a_more_trusted_repeat_raises_trust_before_a_later_draft_is_judged(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _both_stages(open_store, store_env)
+    async with memory.runtime:
+        oslo = (await _write_all(memory, ("Xena lives in Oslo", "inferred", "guess"))).items[0]
+        output = await _write_all(
+            memory,
+            ("Xena lives in Oslo", "verified", "passport"),
+            ("Xena lives in Bergen", "agent", None),
+        )
+        assert [(o.outcome, o.duplicate_of, o.contests) for o in output.outcomes] == [
+            (["deduplicated"], oslo.id, None),
+            (["contested"], None, oslo.id),
+        ]
+        (kept,) = (await memory.ok("MEMORY.GET", {"ids": [oslo.id]})).items
+        assert (kept.trust, kept.sources) == ("verified", ["passport"])
+        # Repeats of a draft of the same write raise that draft's record the same way.
+        output = await _write_all(
+            memory,
+            ("Gina likes green tea", "agent", "a"),
+            ("gina likes green tea.", "agent", "b"),
+            ("Gina likes green tea", "verified", "c"),
+        )
+        gina = output.items[0]
+        assert [o.outcome for o in output.outcomes] == [["created"], *[["deduplicated"]] * 2]
+        (stored,) = (await memory.ok("MEMORY.GET", {"ids": [gina.id]})).items
+        assert (stored.trust, stored.source, stored.sources) == ("verified", "a", ["b", "c"])
+        turned = await _write_all(memory, ("Gina does not like green tea", "agent", None))
+        assert turned.outcomes[0].contests == gina.id
+
+
+async def test_a_more_trusted_repeat_of_a_contested_claim_is_judged_on_its_own_trust(
+    open_store: OpenStore, store_env: StoreEnv
+) -> None:
+    memory = await _both_stages(open_store, store_env)
+    async with memory.runtime:
+        fact = (await _write_all(memory, ("Kim lives in Oslo", "verified", None))).items[0]
+        output = await _write_all(
+            memory,
+            ("Kim lives in Bergen", "agent", None),
+            ("Kim lives in Bergen", "verified", None),
+        )
+        assert [(o.outcome, o.contests, o.supersedes) for o in output.outcomes] == [
+            (["contested"], fact.id, None),
+            (["superseded"], None, fact.id),
+        ]
+        assert await _visible(memory) == [("Kim lives in Bergen", "active")]
+
+
 async def test_a_near_repeat_within_one_write_is_deduplicated(
     open_store: OpenStore, store_env: StoreEnv
 ) -> None:

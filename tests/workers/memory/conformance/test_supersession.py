@@ -147,6 +147,29 @@ async def test_a_successor_dated_in_the_past_ends_the_old_fact_when_it_began(
     assert [item.content for item in before.items] == ["works at Acme"]
 
 
+async def test_an_older_fact_learned_late_is_history_not_a_successor(
+    guarded: MemoryHarness,
+) -> None:
+    """A draft dated before the stored fact began ("lived in Oslo from 2020" about someone in
+    Madrid since 2022) held until the stored one began; the stored one still holds, and
+    ``as_of`` gives one answer at every moment."""
+    madrid = {"key": "home", "content": "in Madrid", "valid_from": "2022-01-01T00:00:00Z"}
+    (current,) = (await _write(guarded, madrid)).items
+    oslo = {"key": "home", "content": "in Oslo", "valid_from": "2020-01-01T00:00:00Z"}
+    written = await _write(guarded, oslo)
+    (past,) = written.items
+    assert written.outcomes[0].outcome == ["created"]
+    assert (past.status, past.valid_to) == ("superseded", current.valid_from)
+    (holder,) = (await guarded.ok("MEMORY.GET", {"keys": ["home"]})).items
+    assert (holder.id, holder.status, holder.valid_to) == (current.id, "active", None)
+    for moment, expected in (
+        ("2021-06-01T00:00:00Z", ["in Oslo"]),
+        ("2023-06-01T00:00:00Z", ["in Madrid"]),
+    ):
+        page = await guarded.ok("MEMORY.QUERY", {"filter": {"as_of": moment}})
+        assert [item.content for item in page.items] == expected, moment
+
+
 async def test_a_successor_dated_ahead_holds_from_its_valid_from(
     guarded: MemoryHarness,
 ) -> None:

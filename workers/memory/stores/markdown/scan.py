@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from workers.memory.model.changes import ENDINGS
 from workers.memory.model.contracts import HistoryEntry, MemoryItem
 from workers.memory.model.planning import history_entry
 from workers.memory.model.records import new_id, now_from
@@ -94,7 +95,7 @@ class FolderScan(FolderState):
         if not self._synced:  # deleted while no store watched: the history still holds them
             self._synced = True
             for item_id, last in self.last.items():
-                gone = item_id not in found and last.change != "delete"
+                gone = item_id not in found and last.change not in ENDINGS
                 if gone and record_path(last.record) not in seen:
                     entries.append(history_entry(last.record, "delete", now))
         self.files = seen
@@ -161,7 +162,7 @@ class FolderScan(FolderState):
         if item_id is not None and item_id in found:
             raise MalformedFileError(f"another file holds record {item_id!r} too")
         base = self.items.get(item_id) if item_id is not None else None
-        if base is None and last is not None and last.change != "delete":
+        if base is None and last is not None and last.change not in ENDINGS:
             base = last.record
         if base is not None:
             merged = {**_fields_of(base), **fields}
@@ -185,7 +186,7 @@ class FolderScan(FolderState):
         """Whether the file ``relative`` copies record ``item_id``, which still lives in its
         own file (a record that moved — renamed by a person, or superseded — is no copy)."""
         home = self.paths.get(item_id)
-        if home is None and last is not None and last.change != "delete":
+        if home is None and last is not None and last.change not in ENDINGS:
             home = record_path(last.record)
         if home is None or home == relative:
             return False
@@ -250,7 +251,7 @@ class FolderScan(FolderState):
             return  # unreadable, or the record moved to another file
         item = self.drop(state.id)
         last = self.last.get(state.id)
-        if item is not None and (last is None or last.change != "delete"):
+        if item is not None and (last is None or last.change not in ENDINGS):
             entries.append(history_entry(item, "delete", now))
 
 
