@@ -18,6 +18,7 @@ from ditto.app.memory_setup import (
     embedder_factory,
     memory_content,
     metadata_dict,
+    min_score_option,
     not_found,
     store_factory,
     tags_list,
@@ -157,7 +158,7 @@ class AsyncMemory:
             filter["category"] = category
         request: dict[str, Any] = {"query": query, "limit": limit, "filter": filter}
         if min_score is not None:
-            request["options"] = {"min_score": min_score}
+            request["options"] = {"min_score": min_score_option(min_score)}
         hits: builtins.list[SearchHit] = (await self._call("MEMORY.SEARCH", request)).hits
         return hits
 
@@ -359,12 +360,8 @@ class AsyncMemory:
         self, ref: str, namespace: str | None, *, archived: bool, expired: bool = False
     ) -> MemoryItem | None:
         space = self.namespace if namespace is None else namespace
-        request: dict[str, Any] = {
-            "ids": [ref],
-            "keys": [ref],
-            "namespace": space,
-            "include_archived": archived,
-        }
+        request: dict[str, Any] = {"ids": [ref], "keys": [ref], "namespace": space}
+        request["include_archived"] = archived
         if expired:
             request["include"] = ["expired"]
         items: builtins.list[MemoryItem] = (await self._call("MEMORY.GET", request)).items

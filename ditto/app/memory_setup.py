@@ -49,6 +49,7 @@ __all__ = (
     "location_path",
     "memory_content",
     "metadata_dict",
+    "min_score_option",
     "mysql_store_type",
     "not_found",
     "postgres_store_type",
@@ -355,3 +356,17 @@ def not_found(node: str, ref: str, namespace: str) -> NodeFailedError:
     ``NOT_FOUND`` the node would answer (a record of another namespace is never reached)."""
     message = f"no record with id or key {ref!r} in namespace {namespace!r}"
     return NodeFailedError(node, "failed", ErrorInfo(ErrorCode.NOT_FOUND, message))
+
+
+def min_score_option(min_score: float) -> float:
+    """``Memory.search``'s ``min_score``: its hits score in [0, 1], so a floor outside it
+    would quietly keep every hit or none.
+
+    Raises:
+        InvalidInputError: ``INVALID_INPUT`` for anything but a number from 0 to 1.
+    """
+    if isinstance(min_score, bool) or not isinstance(min_score, int | float):
+        raise InvalidInputError("Memory.search's min_score must be a number from 0 to 1")
+    if not 0 <= min_score <= 1:  # NaN fails this too
+        raise InvalidInputError(f"Memory.search's min_score must be from 0 to 1, not {min_score}")
+    return float(min_score)

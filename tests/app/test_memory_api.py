@@ -308,3 +308,12 @@ def test_a_malformed_database_url_is_invalid_input_at_once(url: str) -> None:
     with pytest.raises(InvalidInputError) as raised:
         Memory(url)
     assert "hunter2" not in str(raised.value)
+
+
+def test_min_score_is_a_number_from_0_to_1(tmp_path: Path) -> None:
+    with Memory(tmp_path / "memory.sqlite") as m:
+        m.add("prefers tabs for indentation")
+        assert len(m.search("tabs", min_score=0.0)) == 1
+        for bad in (2, -0.5, float("nan"), "0.5", True):
+            with pytest.raises(InvalidInputError, match="min_score"):
+                m.search("tabs", min_score=bad)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from ditto import __version__
 from ditto.app.tools.mcp_http import is_loopback, serve_http
 from ditto.app.tools.mcp_stdio import serve_stdio
+from ditto.errors import DittoError
 
 if TYPE_CHECKING:
     from ditto.app.tools.toolkit import MemoryToolkit
@@ -109,16 +110,21 @@ class LazyToolkit:
         self._ready = anyio.Event()
         self._closing = anyio.Event()
         self._toolkit: MemoryToolkit | None = None
+        self._failure: DittoError | None = None
+        """Why it could not be opened, when that is a coded error (a store unavailable)."""
 
     async def __call__(self) -> MemoryToolkit:
         """The toolkit, opening it on the first call.
 
         Raises:
-            MCPError: It could not be opened (the cause is in the log).
+            MCPError: It could not be opened: the coded error (``STORE_UNAVAILABLE: no folder
+                ...``), or ``INTERNAL_ERROR`` with the cause in the log.
         """
         self._wanted.set()
         await self._ready.wait()
         if self._toolkit is None:
+            if self._failure is not None:
+                raise MCPError(_INTERNAL_ERROR, f"{self._failure.code}: {self._failure.message}")
             raise MCPError(_INTERNAL_ERROR, "INTERNAL_ERROR: the memory store could not be opened")
         return self._toolkit
 
@@ -132,6 +138,9 @@ class LazyToolkit:
                 self._toolkit = toolkit
                 self._ready.set()
                 await self._closing.wait()
+        except DittoError as exc:  # coded, with a message safe to show: no traceback needed
+            self._failure = exc
+            logger.error("the memory runtime could not be opened: %s: %s", exc.code, exc.message)
         except Exception:
             logger.exception("the memory runtime could not be opened")
         finally:

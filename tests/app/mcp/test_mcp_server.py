@@ -285,3 +285,20 @@ def test_an_unknown_transport_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert completed.returncode == 2
     assert "use stdio or http" in completed.stderr
+
+
+async def test_a_store_that_will_not_open_is_named_by_its_code(tmp_path: Path) -> None:
+    """Not a bare INTERNAL_ERROR: a client (and the person reading its log) sees why."""
+    missing = tmp_path / "no-such-folder" / "memory.sqlite"
+    config = tmp_path / "ditto.yaml"
+    config.write_text(f"workers:\n  memory:\n    sqlite_path: '{missing}'\n")
+    command, *args = ditto_command()
+    server = StdioServerParameters(
+        command=command, args=[*args, "mcp", "serve", "--config", str(config)], cwd=str(tmp_path)
+    )
+    with anyio.fail_after(60):
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            with pytest.raises(MCPError, match=r"^STORE_UNAVAILABLE: no folder"):
+                await session.call_tool("memory_get", {"key": "k"})
+    assert not missing.parent.exists()
