@@ -88,9 +88,15 @@ def _confined_key(uri: str, namespace: str) -> str:
             "FORBIDDEN", f"{uri[:200]!r} is outside this server's namespace {namespace!r}"
         )
     key = unquote(raw_key)
-    if any(segment in (".", "..") for segment in key.replace("\\", "/").split("/")):
+    if not _servable(key):
         raise _refused("INVALID_INPUT", f"{shape}; a key has no '.' or '..' segment")
     return key
+
+
+def _servable(key: str) -> bool:
+    """Whether a key can be named by a resource URI: a ``.`` or ``..`` segment is refused
+    (a client joining it to a path would climb out), so such a key is not listed either."""
+    return not any(segment in (".", "..") for segment in key.replace("\\", "/").split("/"))
 
 
 class LazyToolkit:
@@ -219,7 +225,7 @@ def create_mcp_server(toolkit: MemoryToolkit | ToolkitSource) -> Server[Any]:
                 mime_type=_mime(item.content),
             )
             for item in result.unwrap().items
-            if item.key is not None and item.namespace == kit.namespace
+            if item.key is not None and item.namespace == kit.namespace and _servable(item.key)
         ]
         return types.ListResourcesResult(resources=resources)
 

@@ -104,6 +104,9 @@ async def exercise(session: ClientSession) -> None:
     history = _payload(await session.call_tool("search_history", {"query": "anything"}))
     assert history == {"memories": []}
 
+    # A key no resource URI may name (a '..' segment) is stored, but never listed.
+    climbing = {"key": "a/../b", "value": "x"}
+    assert "stored" in _payload(await session.call_tool("memory_store", climbing))
     resources = await session.list_resources()
     assert [str(r.uri) for r in resources.resources] == ["memory://default/user_timezone"]
     read = await session.read_resource("memory://default/user_timezone")
