@@ -46,6 +46,14 @@ class _Tally:
     history_held: int = 0
 
 
+class _PastEnd(Exception):
+    """``--resume-from`` names a line after the file's end (a mistyped line, another file)."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__(lines)
+        self.lines = lines
+
+
 class _BadLine(Exception):
     def __init__(self, number: int, reason: str, code: str = ErrorCode.INVALID_INPUT) -> None:
         super().__init__(reason)
@@ -92,7 +100,10 @@ def import_records(
             else:
                 await _batches(store, lines, resume_from, batch, size, tally)
 
-    on_store(settings, run)
+    try:
+        on_store(settings, run)
+    except _PastEnd as past:
+        fail_usage(f"--resume-from {resume_from} is past the end of the input ({past.lines} lines)")
     if as_json:
         print_json(asdict(tally))
         return
@@ -136,6 +147,7 @@ def _chunks(lines: IO[bytes], start: int, size: int) -> Iterator[list[Line]]:
 
     decoder = msgspec.json.Decoder(ExportLine)
     chunk: list[Line] = []
+    number = 0
     for number, line in enumerate(lines, start=1):
         if number < start or not line.strip():
             continue
@@ -159,6 +171,8 @@ def _chunks(lines: IO[bytes], start: int, size: int) -> Iterator[list[Line]]:
             chunk = []
     if chunk:
         yield chunk
+    if start > number + 1:  # line number + 1 resumes after a complete import: nothing left
+        raise _PastEnd(number)
 
 
 async def _whole_file(

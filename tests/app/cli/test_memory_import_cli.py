@@ -154,6 +154,19 @@ def test_batches_are_all_or_nothing_and_the_failure_says_where_to_resume(tmp_pat
     assert _count(config) == 25
 
 
+@pytest.mark.parametrize("batch", [(), ("--batch", "2")])
+def test_resuming_past_the_end_of_the_file_is_a_usage_error(
+    tmp_path: Path, batch: tuple[str, ...]
+) -> None:
+    config = _config(tmp_path, "store")
+    lines = [_record(n) for n in range(5)]
+    past = _import(config, lines, *batch, "--resume-from", "99")
+    assert past.exit_code == 2
+    assert past.stderr.strip() == "--resume-from 99 is past the end of the input (5 lines)"
+    done = _import(config, lines, *batch, "--resume-from", "6")  # after a complete import
+    assert done.exit_code == 0, done.stderr
+
+
 def test_the_summary_counts_new_replaced_and_unchanged_records(tmp_path: Path) -> None:
     config = _config(tmp_path, "store")
     lines = [_record(n) for n in range(3)]
