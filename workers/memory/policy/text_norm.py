@@ -43,6 +43,16 @@ _QUOTES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "–": "-", "—": "
 # A word or number with inner ' . , : / - kept ("don't", "3.5", "1,200", "10:30", "2024-03-05"):
 # a trailing full stop or comma is not inner, so sentence punctuation falls away.
 _TOKEN = re.compile(r"\w+(?:['.,:/-]\w+)*|[%$€£¥]")
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_KANA = "\u3040-\u30ff"
+_CJK = re.compile(f"[{_HAN}{_KANA}]")
+_CJK_WORD = f"[^\\W{_HAN}{_KANA}]+"
+_CJK_TOKEN = re.compile(
+    f"[{_HAN}]|[\u3040-\u309f]+|[\u30a0-\u30ff]+|{_CJK_WORD}(?:['.,:/-]{_CJK_WORD})*|[%$€£¥]"
+)
+"""Chinese and Japanese are written without spaces: in a text holding them, each Han character
+is a token of its own (so "我喜欢咖啡" and "我不喜欢咖啡" align character by character), a
+run of hiragana or of katakana is one, and other words are tokenised as everywhere else."""
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 
 
@@ -70,8 +80,14 @@ _NEGATIONS = _words(
     # languages; words of two meanings, French "plus" and Italian "mai", are left out)
     "nicht kein keine keinen keinem keiner nie niemals nichts niet geen nooit pas jamais rien "
     "aucun aucune nunca nada ningún ninguna não nem nenhum nenhuma non nessuno nessuna "
-    "не нет никогда ничего ни"
+    "не нет никогда ничего ни "
+    # Chinese (a token per character: 不 "not", 没 "have not", 未 "not yet") and Korean's
+    # adverbs 안 and 못 (its negated verbs are in kind())
+    "不 没 未 안 못"
 )
+_KOREAN_NEGATED = ("않", "없")
+"""Korean verbs of negation, whatever their ending: 않다 "not" (좋아하지 않습니다), 없다
+"there is no"."""
 _PREFER = _words("like love enjoy prefer adore want favor")
 _AVOID = _words("dislike hate avoid detest loathe despise")
 
@@ -168,6 +184,8 @@ def _tokens(text: str) -> tuple[str, ...]:
         folded = text.lower()
     else:
         folded = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+        if _CJK.search(folded) is not None:
+            return tuple(_CJK_TOKEN.findall(folded))
     found = _TOKEN.findall(folded)
     if "," not in folded:  # no token can hold a thousands separator
         return tuple(found)
@@ -348,7 +366,7 @@ def kind(found: str) -> TermKind:
     Returns:
         Its kind.
     """
-    if found in _NEGATIONS:
+    if found in _NEGATIONS or found.startswith(_KOREAN_NEGATED):
         return TermKind.NEGATION
     if found in _MONTHS or found in _DAYS or _DATE.match(found):
         return TermKind.DATE

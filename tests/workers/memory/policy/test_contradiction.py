@@ -340,10 +340,31 @@ def test_a_word_stemming_like_a_negation_is_not_one() -> None:
         ("Le client veut des factures papier.", "Le client ne veut pas de factures papier."),
         ("A cliente quer recibos.", "A cliente não quer recibos."),
         ("Wij eten vlees.", "Wij eten geen vlees."),
+        # Chinese has no spaces: a Han character is a token of its own.
+        ("我喜欢咖啡", "我不喜欢咖啡"),
+        ("他住在北京。", "他没住在北京。"),
+        ("저는 커피를 좋아합니다", "저는 커피를 좋아하지 않습니다"),
     ],
 )
 def test_a_negation_in_another_language_contradicts(old: str, new: str) -> None:
     assert classify(old, new).reason is Reason.NEGATION
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "relation"),
+    [
+        ("他住在北京", "他住在上海", Relation.CONTRADICTION),
+        ("会议在周三下午三点", "会议在周四下午三点", Relation.CONTRADICTION),
+        ("私はコーヒーが好きです", "私は紅茶が好きです", Relation.CONTRADICTION),
+        ("我喜欢咖啡", "我喜欢喝咖啡", Relation.COMPATIBLE),
+        ("我喜欢咖啡", "他喜欢茶", Relation.UNRELATED),
+        ("用户住在北京朝阳区", "用户住在北京朝阳区。", Relation.DUPLICATE),
+    ],
+)
+def test_chinese_and_japanese_are_read_a_character_at_a_time(
+    old: str, new: str, relation: Relation
+) -> None:
+    assert classify(old, new).relation is relation
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,10 @@ def _verdicts() -> Iterator[object]:
         ]
 
 
-# Last changed on purpose: a qualifier before an unchanged value counts only after of/for/with,
+# Last changed on purpose: Chinese and Japanese text is tokenised a Han character at a time
+# (kana runs as one token), with Chinese and Korean negations (the chat lines of safety.jsonl
+# in those languages; no verdict of the pairs moved); before that, a qualifier before an
+# unchanged value counts only after of/for/with,
 # a respelt word is a swap or a letter in or out (not one for another), decimals are no
 # identifiers; before that, negations of seven more languages ("nicht", "не", "pas", ...);
 # before that, "note"/"notes" no longer stem to the negation "not", -ising/-ised
@@ -80,8 +83,8 @@ def _verdicts() -> Iterator[object]:
 @pytest.mark.parametrize(
     ("outputs", "pinned"),
     [
-        (_analysis, "abfd2a462e0be31ad1d3c1276b2051d460d5c5c28e4999127b1dcd549eaec5de"),
-        (_fingerprints, "a9c1179115b691ccaac4ccb8567b61d50739349d0dd928c74032b911bfcb6bfb"),
+        (_analysis, "654106d79993dd443c1e5d1a443d71226995c45e3ad87a3eb0ac0e74713af904"),
+        (_fingerprints, "cee75afe0f89eb147d83678454ccdaff8ccfe7c97e441c30d16788fd7b6814ba"),
         (_verdicts, "60d995fdf6ebdf3441b968c81c822736b1e2e9da3b5190f9d0debf5589c3be47"),
     ],
     ids=["tokens_terms_kinds", "fingerprints", "verdicts"],
