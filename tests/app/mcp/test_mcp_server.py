@@ -217,18 +217,25 @@ async def test_http_with_a_token_refuses_every_request_without_it(tmp_path: Path
     assert _TOKEN not in (tmp_path / "stderr.txt").read_text()
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "example.com"])
-def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host: str) -> None:
-    environment = {key: value for key, value in os.environ.items() if key != "DITTO_MCP_TOKEN"}
-    completed = subprocess.run(
-        [*ditto_command(), "mcp", "serve", "--transport", "http", "--host", host],
+def _serve_once(
+    folder: Path, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``ditto mcp serve`` with ``flags``, expected to refuse to start (it is given no input)."""
+    return subprocess.run(
+        [*ditto_command(), "mcp", "serve", *flags],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
-        env=environment,
+        cwd=folder,
+        env=env,
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "example.com"])
+def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host: str) -> None:
+    environment = {key: value for key, value in os.environ.items() if key != "DITTO_MCP_TOKEN"}
+    completed = _serve_once(tmp_path, "--transport", "http", "--host", host, env=environment)
     assert completed.returncode == 2
     assert len(completed.stderr.strip().splitlines()) == 1
     assert "DITTO_MCP_TOKEN" in completed.stderr
@@ -238,14 +245,7 @@ def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host
 @pytest.mark.parametrize("flags", [("--namespace", ""), ("--principal", "p" * 257)])
 def test_an_empty_or_oversize_name_refuses_to_start(tmp_path: Path, flags: tuple[str, str]) -> None:
     """Refused at once, not on every tool call (where a model would blame its arguments)."""
-    completed = subprocess.run(
-        [*ditto_command(), "mcp", "serve", *flags],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    completed = _serve_once(tmp_path, *flags)
     assert completed.returncode == 2
     assert completed.stderr.strip() == f"{flags[0]} must be 1 to 256 characters"
 

@@ -349,19 +349,12 @@ async def test_a_more_trusted_repeat_of_a_contested_claim_is_judged_on_its_own_t
 async def test_a_near_repeat_within_one_write_is_deduplicated(
     open_store: OpenStore, store_env: StoreEnv
 ) -> None:
-    store = await open_store()
-    policy = WritePolicy(StageModes(dedupe="enforce", contradiction="enforce"))
-    worker = create_memory_worker(store, clock=store_env.clock, policy=policy)
-    memory = MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+    memory = await _both_stages(open_store, store_env)
     async with memory.runtime:
-        output = await memory.ok(
-            "MEMORY.WRITE",
-            {
-                "memories": [
-                    {"content": "The deploy freeze starts on Friday at noon for payments."},
-                    {"content": "The deploy freeze for payments starts on Friday at noon."},
-                ]
-            },
+        output = await _write_all(
+            memory,
+            ("The deploy freeze starts on Friday at noon for payments.", "agent", None),
+            ("The deploy freeze for payments starts on Friday at noon.", "agent", None),
         )
         first, second = output.items
         assert [(o.outcome, o.duplicate_of) for o in output.outcomes] == [
