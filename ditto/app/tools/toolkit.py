@@ -196,8 +196,7 @@ class MemoryToolkit:
     def _unstorable(
         self, tool: str, field: str, text: str | None, *, blank: bool = False
     ) -> Result | None:
-        """The ``INVALID_INPUT`` result for a value over ``max_value_bytes`` (or, unless
-        ``blank``, of whitespace only: it remembers nothing), else ``None``."""
+        """``INVALID_INPUT`` for a value over ``max_value_bytes`` or (unless ``blank``) blank."""
         if text is not None and not blank and not text.strip():
             return _error(ErrorCode.INVALID_INPUT, f"{tool}: {field} is blank: nothing to remember")
         # Four UTF-8 bytes per character at most: most values skip the encoding.

@@ -60,7 +60,7 @@ def plan_merges(
             stored is None
             or stored.version != version
             or record_id in changed
-            or not is_live(stored, now)
+            or not _takes_sources(stored, now)
             or not _may_change(guard, stored)
         ):
             continue
@@ -93,6 +93,13 @@ def restate(step: WriteStep, position: int, rules: WriteRules, now: datetime) ->
         return step
     item = msgspec.structs.replace(item, sources=merged, trust=raised or item.trust)
     return dataclasses.replace(step, item=item, entry=history_entry(item, "create", now))
+
+
+def _takes_sources(stored: MemoryItem, now: datetime) -> bool:
+    """Live, or a claim waiting for review (stated again, it gathers the sources too)."""
+    if stored.status == "contested":
+        stored = msgspec.structs.replace(stored, status="active")
+    return is_live(stored, now)
 
 
 def _may_change(guard: WriteGuard | None, stored: MemoryItem) -> bool:

@@ -171,8 +171,10 @@ def _holder(
             and _may_land(guard, stored, draft)
         ):
             return _as_repeated(stored, rules), None
-    if position in rules.follows:
-        return _latest(rules.follows[position], draft, steps, successors, now, guard)
+    for earlier in rules.follows.get(position, ()):
+        held = _latest(earlier, draft, steps, successors, now, guard)
+        if held is not None:
+            return held
     return None
 
 

@@ -73,10 +73,10 @@ class WriteRules:
     supersedes or contests it only if it is still that version, active and live — or, when
     an earlier draft of the same call superseded it, that draft's record (the drafts of a call
     are judged in order, as if written one after another)."""
-    follows: dict[int, int] = field(default_factory=dict)
-    """Position -> the earlier position of the same call whose (keyless) draft a keyless draft
-    contradicts, found by content: the later one supersedes or contests the earlier one's
-    record, as a second call would, when that record is still active after its own step."""
+    follows: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Position -> the earlier positions of the same call whose (keyless) drafts a keyless
+    draft contradicts, found by content, latest first: the later one supersedes or contests
+    the first of those records still active after its own step, as a second call would."""
     merges: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
     """Record id -> the version the dedupe stage read and the sources of drafts it found to
     repeat that record (see :func:`~workers.memory.model.merges.plan_merges`)."""

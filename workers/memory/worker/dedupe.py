@@ -60,9 +60,9 @@ class Matches:
     :func:`~workers.memory.worker.dedupe_batch.match_within`)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """The keyless stored record a draft contradicts (same subject, another value)."""
-    follows: dict[int, int] = field(default_factory=dict)
-    """The latest earlier position of the same write whose draft a keyless draft
-    contradicts."""
+    follows: dict[int, list[int]] = field(default_factory=dict)
+    """The earlier positions of the same write whose drafts a keyless draft contradicts,
+    latest first."""
     prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     """Every draft's fingerprint (to :meth:`Duplicates.learn` once written)."""
 

@@ -33,17 +33,18 @@ def match_within(
     prints: Mapping[int, Print],
     contradict: Collection[int],
     matched: Collection[int],
-) -> tuple[dict[int, int], dict[int, int]]:
+) -> tuple[dict[int, int], dict[int, list[int]]]:
     """The near repeats and the contradictions among a write's drafts (position, draft; in
     the write's order), each against earlier drafts of its namespace. Drafts in ``matched``
     (a stored record's duplicate, an exact repeat) are neither judged nor candidates.
 
     Returns:
         ``(repeats, follows)``: position -> the earlier position it restates, and position ->
-        the latest earlier position it contradicts (only for positions in ``contradict``).
+        the earlier positions it contradicts, latest first (only for positions in
+        ``contradict``; which of them still holds its fact is the planning's to say).
     """
     repeats: dict[int, int] = {}
-    follows: dict[int, int] = {}
+    follows: dict[int, list[int]] = {}
     if len(drafts) < 2:
         return repeats, follows
     # Namespace -> per band, key -> the latest position holding it (an older one holding the
@@ -82,10 +83,12 @@ def match_within(
                     repeats[position] = other
                     break
                 if relation is Relation.CONTRADICTION:
-                    follows[position] = other
-                    break
+                    follows.setdefault(position, []).append(other)
         if position in repeats:
+            follows.pop(position, None)  # restated: the repeat's own fate settles it
             continue  # not written: not a candidate for the drafts after it
+        if position in follows:
+            follows[position].sort(reverse=True)
         for bucket, key in zip(table, bands, strict=True):
             bucket[key] = position
         if head is not None:

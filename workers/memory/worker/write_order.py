@@ -1,27 +1,93 @@
 """The matches of one write's drafts settled in the call's order, as if each draft were
 written by a call of its own: what dedupe and contradiction found against the records as they
-stood *before* the write, corrected for what the earlier drafts of the same write do to them.
+stood *before* the write, corrected for what the earlier drafts of the same write do.
 
-Walking the drafts in order, with the trust of each stored record as earlier repeats raised it
-and the stored records earlier drafts supersede (predicted by trust, as the store's planning
-decides — the store still decides, on the records as it reads them):
+The drafts are walked in order, predicting what each does as the store's planning decides it
+(by trust and ``valid_from``; the store still decides, on the records as it reads them): a
+fact — a stored record, or the record an earlier draft writes — is *held* by the draft that
+superseded it last; a draft's own record is active, ``contested`` (less trusted than the fact
+it contradicts) or history (dated before that fact began). Then:
 
-- a repeat of a record an earlier draft superseded restates a fact that no longer holds: it
-  contradicts the superseding draft's record (``follows``), never dedupes into a dead one;
-- a contradiction is judged against the record's trust as earlier repeats raised it (a fact a
-  verified source just restated is not superseded by an agent's draft after it);
-- a repeat of an earlier draft the write stores ``contested`` that is *more* trusted than that
-  draft is not folded into the claim: it contradicts the same record on its own trust.
+- a repeat of a fact that no longer holds (superseded by an earlier draft) states it again: it
+  contradicts the record that holds the subject now, never dedupes into a retired one;
+- a repeat raises a stored record's trust before the drafts after it are judged;
+- a repeat of an earlier draft whose record is contested (and the repeat is more trusted) or
+  history (and the repeat dated otherwise) is judged on its own, against what that draft
+  contradicted; so is a repeat the dedupe stage only observes (it is written either way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from workers.memory.model.contracts import MemoryDraft
+from workers.memory.model.contracts import MemoryDraft, MemoryItem
 from workers.memory.worker.dedupe import Matches
 
 __all__ = ("settle_in_order",)
+
+Fact = str | int
+"""A stored record (its id) or the record a draft of the write stores (its position)."""
+
+
+@dataclass
+class _Walk:
+    """What the drafts so far did, as predicted."""
+
+    found: Matches
+    drafts: Sequence[MemoryDraft]
+    rank: Callable[[str | None], int]
+    raised: dict[str, int] = field(default_factory=dict)
+    """Stored record id -> its trust's rank as the repeats so far raised it."""
+    holder: dict[Fact, int] = field(default_factory=dict)
+    """Fact -> the position of the draft that superseded it."""
+    contested: set[int] = field(default_factory=set)
+    """Positions whose record is stored ``contested`` (less trusted than what it contradicts)."""
+    history: set[int] = field(default_factory=set)
+    """Positions whose record is history: dated before the fact it contradicts began."""
+
+    def current(self, fact: Fact) -> Fact | None:
+        """The fact that holds ``fact``'s subject now (itself, or what superseded it last),
+        or ``None`` when that is no active record."""
+        while fact in self.holder:
+            fact = self.holder[fact]
+        if isinstance(fact, int) and (fact in self.contested or fact in self.history):
+            return None
+        return fact
+
+    def repeated(self, stored: MemoryItem, trust: str | None) -> None:
+        """A draft of ``trust`` restates ``stored``: its trust rises to the draft's."""
+        ranked = self.raised.get(stored.id, self.rank(stored.trust))
+        self.raised[stored.id] = max(ranked, self.rank(trust))
+
+    def judge(self, position: int, now: datetime) -> None:
+        """Predict what a contradicting draft does to the fact it lands on, as the planning
+        picks it: its stored record (or what superseded it), else the first earlier draft's
+        record that is still active."""
+        target: Fact | None = None
+        stored = self.found.contradicts.get(position)
+        if stored is not None:
+            target = self.current(stored.id)
+        if target is None:
+            held = (self.current(q) for q in self.found.follows.get(position, ()))
+            target = next((fact for fact in held if fact is not None), None)
+        if target is None:
+            return
+        draft = self.drafts[position]
+        if isinstance(target, str):
+            record = stored if stored is not None and stored.id == target else None
+            began = _began(record, now)
+            trust = self.raised.get(target, self.rank(record.trust if record else None))
+        else:
+            began = self.drafts[target].valid_from or now
+            trust = self.rank(self.drafts[target].trust)
+        if self.rank(draft.trust) < trust:
+            self.contested.add(position)
+        elif draft.valid_from is not None and draft.valid_from < began:
+            self.history.add(position)  # an older fact learned late
+        else:
+            self.holder[target] = position
 
 
 def settle_in_order(
@@ -30,6 +96,7 @@ def settle_in_order(
     rank: Callable[[str | None], int],
     deduped: Collection[int],
     superseding: Collection[int],
+    now: datetime,
 ) -> None:
     """Correct ``found`` in place for the order of the drafts (see the module notes).
 
@@ -39,35 +106,72 @@ def settle_in_order(
         rank: Trust level -> rank (higher is more trusted).
         deduped: Positions whose dedupe stage enforces (their duplicates are not written).
         superseding: Positions whose contradiction stage enforces.
+        now: The write's time (when a record of this write began, unless dated).
     """
-    raised: dict[str, int] = {}
-    """Stored record id -> its trust's rank as the repeats so far raised it."""
-    holder: dict[str, int] = {}
-    """Stored record id -> the position of the draft predicted to supersede it."""
-    contested: set[int] = set()
-    positions = sorted(found.duplicates.keys() | found.repeats.keys() | found.contradicts.keys())
-    for position in positions:
-        mine = rank(drafts[position].trust)
+    walk = _Walk(found, drafts, rank)
+    matched = found.duplicates.keys() | found.repeats.keys()
+    for position in sorted(matched | found.contradicts.keys() | found.follows.keys()):
         stored = found.duplicates.get(position)
-        if stored is not None and position in deduped:
-            successor = holder.get(stored.id)
-            if successor is not None:  # the fact it repeats no longer holds by now
-                del found.duplicates[position]
-                found.follows[position] = successor
-            else:
-                raised[stored.id] = max(raised.get(stored.id, rank(stored.trust)), mine)
-            continue
         earlier = found.repeats.get(position)
-        if earlier is not None and position in deduped:
-            claim = found.contradicts.get(earlier)
-            if earlier not in contested or claim is None or mine <= rank(drafts[earlier].trust):
+        if earlier is not None and earlier in found.duplicates:
+            stored, earlier = found.duplicates[earlier], None  # a repeat of a stored record
+        if stored is not None:
+            if stored.status != "active":  # a claim waiting for review stated again
+                if position in deduped:
+                    continue  # not written: it contests nothing a second time
+            elif walk.current(stored.id) == stored.id:
+                if position in deduped:
+                    mine = rank(drafts[position].trust)
+                    walk.raised[stored.id] = max(
+                        walk.raised.get(stored.id, rank(stored.trust)), mine
+                    )
+                continue  # deduplicated, or written as a duplicate dedupe only observes
+            else:  # it states a fact an earlier draft superseded: it contradicts what holds now
+                found.duplicates.pop(position, None)
+                found.repeats.pop(position, None)
+                found.contradicts[position] = stored
+        elif earlier is not None:
+            held = walk.current(earlier)
+            if isinstance(held, int) and found.prints[held][0] == found.prints[earlier][0]:
+                # The text was stated again since, and that statement holds: a repeat of it.
+                earlier = found.repeats[position] = held
+            deduping = position in deduped
+            if _still_a_repeat(walk, position, earlier, deduping=deduping):
                 continue
-            del found.repeats[position]  # a more trusted statement of a contested claim
-            found.contradicts[position] = claim
-        target = found.contradicts.get(position)
-        if target is None or target.id in holder or position not in superseding:
-            continue
-        if mine >= raised.get(target.id, rank(target.trust)):
-            holder[target.id] = position
-        else:
-            contested.add(position)
+            if deduping:
+                del found.repeats[position]
+            _inherit(walk, position, earlier)
+        if position in superseding:
+            walk.judge(position, now)
+
+
+def _still_a_repeat(walk: _Walk, position: int, earlier: int, *, deduping: bool) -> bool:
+    """Whether a repeat of the earlier draft's text is still one when its turn comes: that
+    draft's record holds its fact, or is history of the same date, or (deduplicating) waits
+    for review as a claim no less trusted than the repeat. A repeat that only observes
+    dedupe is written either way; it is judged only when that record no longer holds."""
+    draft, first = walk.drafts[position], walk.drafts[earlier]
+    if earlier in walk.contested:
+        return deduping and walk.rank(draft.trust) <= walk.rank(first.trust)
+    if earlier in walk.history:
+        return draft.valid_from == first.valid_from
+    return walk.current(earlier) == earlier
+
+
+def _inherit(walk: _Walk, position: int, earlier: int) -> None:
+    """A draft judged on its own that states what ``earlier`` states: it contradicts what
+    that one contradicts, and the record that superseded that one's, if any."""
+    found = walk.found
+    if earlier in found.contradicts and position not in found.contradicts:
+        found.contradicts[position] = found.contradicts[earlier]
+    held = walk.current(earlier)
+    now_held = [held] if isinstance(held, int) and held != earlier else []
+    others = {*found.follows.get(position, ()), *found.follows.get(earlier, ()), *now_held}
+    if others:
+        found.follows[position] = sorted(others, reverse=True)
+
+
+def _began(record: MemoryItem | None, now: datetime) -> datetime:
+    if record is None:
+        return now
+    return record.created_at if record.valid_from is None else record.valid_from

@@ -60,8 +60,9 @@ class PreparedWrite:
     """Position -> the earlier position of the same call whose text it repeats (or nearly)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """Position -> the keyless record a keyless draft contradicts (found by content)."""
-    follows: dict[int, int] = field(default_factory=dict)
-    """Position -> the earlier position of the call whose draft a keyless draft contradicts."""
+    follows: dict[int, list[int]] = field(default_factory=dict)
+    """Position -> the earlier positions of the call whose drafts a keyless draft
+    contradicts, latest first."""
     prints: dict[int, tuple[str, Signature]] = field(default_factory=dict)
     found: dict[int, dict[str, int]] = field(default_factory=dict)
     """Position -> kinds found and their counts (never the values)."""
@@ -166,9 +167,9 @@ class WritePipeline:
             if position in place
         }
         rules.follows = {
-            place[position]: place[earlier]
-            for position, earlier in prepared.follows.items()
-            if position in place and earlier in place
+            place[position]: tuple(place[earlier] for earlier in earlier_ones if earlier in place)
+            for position, earlier_ones in prepared.follows.items()
+            if position in place
         }
         rules.merges = self._merges(prepared, rules)
         rules.restated = self._restated(prepared, rules, place)
@@ -211,7 +212,7 @@ class WritePipeline:
         # Every draft contradicting a record is judged against it, in the call's order (the
         # store's planning sends a later one to the record an earlier one superseded it with).
         deduped = [position for position, enforced in dedupe.items() if enforced]
-        settle_in_order(found, prepared.drafts, rank, deduped, superseding)
+        settle_in_order(found, prepared.drafts, rank, deduped, superseding, now)
         prepared.contradicts = found.contradicts
         prepared.follows = found.follows
         for position, item in found.duplicates.items():
@@ -258,7 +259,8 @@ class WritePipeline:
             if earlier in prepared.duplicates or earlier not in place:
                 continue
             draft = prepared.drafts[position]
-            sources, best = restated.get(place[earlier], ([], None))
+            first = prepared.drafts[earlier].trust
+            sources, best = restated.get(place[earlier], ([], first))
             if draft.source is not None:
                 sources.append(draft.source)
             if draft.trust is not None and rules.rank(draft.trust) > rules.rank(best):

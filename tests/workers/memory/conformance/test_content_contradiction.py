@@ -395,3 +395,91 @@ async def test_a_contested_claim_stated_again_is_a_repeat_not_a_second_claim(
         )
         assert (confirmed.outcome, confirmed.supersedes) == (["superseded"], fact.id)
         assert stated.status == "active"
+
+
+_S50, _S60, _S70 = (f"Carl's salary is {pay} dollars" for pay in (50000, 60000, 70000))
+_PAST = "2020-01-01T00:00:00Z"
+_IN_ORDER: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {
+    "a repeat of a fact a later draft superseded": (
+        "enforce",
+        [],
+        [
+            {"content": "Bob lives in Oslo"},
+            {"content": "Bob lives in Madrid"},
+            {"content": "Bob lives in Oslo"},
+        ],
+    ),
+    "a draft after one that is contested": (
+        "enforce",
+        [],
+        [
+            {"content": "Bob lives in Madrid", "trust": "user"},
+            {"content": "Bob lives in Paris"},
+            {"content": "Bob lives in Oslo"},
+        ],
+    ),
+    "a repeat of a draft stored as history": (
+        "enforce",
+        [{"content": _S60}],
+        [{"content": _S70, "valid_from": _PAST}, {"content": _S70}],
+    ),
+    "a draft after one stored as history": (
+        "enforce",
+        [],
+        [{"content": _S60}, {"content": _S50, "valid_from": _PAST}, {"content": _S70}],
+    ),
+    "a repeat trusted as the default": (
+        "enforce",
+        [],
+        [{"content": _S50, "trust": "inferred"}, {"content": _S50, "trust": "agent"}],
+    ),
+    "a repeat of a claim waiting for review": (
+        "enforce",
+        [{"content": _S60, "trust": "user"}],
+        [{"content": _S70, "source": "s2"}, {"content": _S70, "source": "s1"}],
+    ),
+    "a repeat of a statement made again since": (
+        "enforce",
+        [],
+        [
+            {"content": "Ines drinks tea"},
+            {"content": "Ines drinks coffee"},
+            {"content": "Ines drinks tea", "trust": "user"},
+            {"content": "Ines drinks tea", "trust": "inferred", "source": "s3"},
+        ],
+    ),
+    "a repeat dedupe only observes": (
+        "observe",
+        [{"content": _S60, "trust": "verified"}],
+        [{"content": _S70}, {"content": _S70}],
+    ),
+}
+
+
+@pytest.mark.parametrize(("dedupe", "stored", "drafts"), _IN_ORDER.values(), ids=_IN_ORDER.keys())
+async def test_one_write_ends_as_its_drafts_written_one_call_each(
+    open_store: OpenStore,
+    store_env: StoreEnv,
+    dedupe: StageMode,
+    stored: list[dict[str, Any]],
+    drafts: list[dict[str, Any]],
+) -> None:
+    """The same drafts in two namespaces: in one call, and one call each, in order."""
+    store = await open_store()
+    stages = StageModes(dedupe=dedupe, contradiction="enforce")
+    policy = WritePolicy(stages, default_trust="agent")
+    worker = create_memory_worker(store, clock=store_env.clock, policy=policy)
+    memory = MemoryHarness(create_ditto(workers=[worker]), store, store_env.clock)
+    async with memory.runtime:
+        for namespace, calls in (("batched", [drafts]), ("one-by-one", [[d] for d in drafts])):
+            for call in [[draft] for draft in stored] + calls:
+                memories = [{**draft, "namespace": namespace} for draft in call]
+                await memory.ok("MEMORY.WRITE", {"memories": memories})
+        states = []
+        for namespace in ("batched", "one-by-one"):
+            every = {"namespace": namespace, "include": ["superseded", "contested"]}
+            items = (await memory.ok("MEMORY.QUERY", {"filter": every, "limit": 100})).items
+            states.append(
+                sorted((i.content, i.status, i.trust, i.source, tuple(i.sources)) for i in items)
+            )
+        assert states[0] == states[1]
