@@ -12,8 +12,10 @@ it contradicts) or history (dated before that fact began). Then:
   contradicts the record that holds the subject now, never dedupes into a retired one;
 - a repeat raises a stored record's trust before the drafts after it are judged;
 - a repeat of an earlier draft whose record is contested (and the repeat is more trusted) or
-  history (and the repeat dated otherwise) is judged on its own, against what that draft
-  contradicted; so is a repeat the dedupe stage only observes (it is written either way).
+  history is judged on its own, against what that draft contradicted; so is a repeat the
+  dedupe stage only observes (it is written either way) once the record it repeats no longer
+  holds;
+- a repeat of a text stated again since (and holding) repeats that latest statement.
 """
 
 from __future__ import annotations
@@ -121,10 +123,7 @@ def settle_in_order(
                     continue  # not written: it contests nothing a second time
             elif walk.current(stored.id) == stored.id:
                 if position in deduped:
-                    mine = rank(drafts[position].trust)
-                    walk.raised[stored.id] = max(
-                        walk.raised.get(stored.id, rank(stored.trust)), mine
-                    )
+                    walk.repeated(stored, drafts[position].trust)
                 continue  # deduplicated, or written as a duplicate dedupe only observes
             else:  # it states a fact an earlier draft superseded: it contradicts what holds now
                 found.duplicates.pop(position, None)
@@ -147,15 +146,14 @@ def settle_in_order(
 
 def _still_a_repeat(walk: _Walk, position: int, earlier: int, *, deduping: bool) -> bool:
     """Whether a repeat of the earlier draft's text is still one when its turn comes: that
-    draft's record holds its fact, or is history of the same date, or (deduplicating) waits
-    for review as a claim no less trusted than the repeat. A repeat that only observes
-    dedupe is written either way; it is judged only when that record no longer holds."""
+    draft's record holds its fact, or (deduplicating) waits for review as a claim no less
+    trusted than the repeat. History is never a record a write repeats (it is not live), and
+    a repeat that only observes dedupe is written either way: it is judged only when the
+    record it repeats no longer holds."""
     draft, first = walk.drafts[position], walk.drafts[earlier]
     if earlier in walk.contested:
         return deduping and walk.rank(draft.trust) <= walk.rank(first.trust)
-    if earlier in walk.history:
-        return draft.valid_from == first.valid_from
-    return walk.current(earlier) == earlier
+    return earlier not in walk.history and walk.current(earlier) == earlier
 
 
 def _inherit(walk: _Walk, position: int, earlier: int) -> None:
