@@ -111,16 +111,34 @@ def settle_in_order(
         now: The write's time (when a record of this write began, unless dated).
     """
     walk = _Walk(found, drafts, rank)
+    claims: dict[str, MemoryItem | None] = {}
+    """Claim id -> the record it contests, as the contradiction stage found it."""
     matched = found.duplicates.keys() | found.repeats.keys()
+    stated: dict[str, int] = {}
+    """Text hash -> the latest draft of this write stating it whose record is active."""
     for position in sorted(matched | found.contradicts.keys() | found.follows.keys()):
+        text = found.prints[position][0]
         stored = found.duplicates.get(position)
         earlier = found.repeats.get(position)
-        if earlier is not None and earlier in found.duplicates:
+        latest = stated.get(text, -1)
+        if latest >= 0 and walk.current(latest) == latest and position in matched:
+            # The text was stated again earlier in this write, and that statement holds.
+            found.duplicates.pop(position, None)
+            stored, earlier = None, latest
+            found.repeats[position] = latest
+        elif earlier is not None and earlier in found.duplicates:
             stored, earlier = found.duplicates[earlier], None  # a repeat of a stored record
         if stored is not None:
             if stored.status != "active":  # a claim waiting for review stated again
-                if position in deduped:
+                contested = claims.setdefault(stored.id, found.contradicts.get(position))
+                mine = rank(drafts[position].trust)
+                if position in deduped and mine <= rank(stored.trust):
+                    found.contradicts.pop(position, None)
                     continue  # not written: it contests nothing a second time
+                # More trusted than the claim: it states it on its own trust.
+                found.repeats.pop(position, None)
+                if contested is not None:
+                    found.contradicts[position] = contested
             elif walk.current(stored.id) == stored.id:
                 if position in deduped:
                     walk.repeated(stored, drafts[position].trust)
@@ -130,10 +148,6 @@ def settle_in_order(
                 found.repeats.pop(position, None)
                 found.contradicts[position] = stored
         elif earlier is not None:
-            held = walk.current(earlier)
-            if isinstance(held, int) and found.prints[held][0] == found.prints[earlier][0]:
-                # The text was stated again since, and that statement holds: a repeat of it.
-                earlier = found.repeats[position] = held
             deduping = position in deduped
             if _still_a_repeat(walk, position, earlier, deduping=deduping):
                 continue
@@ -142,6 +156,8 @@ def settle_in_order(
             _inherit(walk, position, earlier)
         if position in superseding:
             walk.judge(position, now)
+        if position not in walk.contested and position not in walk.history:
+            stated[text] = position
 
 
 def _still_a_repeat(walk: _Walk, position: int, earlier: int, *, deduping: bool) -> bool:

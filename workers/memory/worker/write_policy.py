@@ -206,9 +206,7 @@ class WritePipeline:
         rank = prepared.rules.rank
         for position, claim in claims.items():
             if rank(prepared.drafts[position].trust) <= rank(claim.trust):
-                found.duplicates[position] = claim
-                if dedupe[position]:  # not written: it contests nothing a second time
-                    found.contradicts.pop(position, None)
+                found.duplicates[position] = claim  # settle_in_order drops what it contests
         # Every draft contradicting a record is judged against it, in the call's order (the
         # store's planning sends a later one to the record an earlier one superseded it with).
         deduped = [position for position, enforced in dedupe.items() if enforced]

@@ -448,6 +448,15 @@ _IN_ORDER: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {
             {"content": "Ines drinks tea", "trust": "inferred", "source": "s3"},
         ],
     ),
+    "more trusted repeats of a claim waiting for review": (
+        "enforce",
+        [{"content": "Ines drinks coffee"}, {"content": "Ines drinks tea", "trust": "inferred"}],
+        [
+            {"content": "Ines drinks tea", "trust": "inferred", "source": "s2"},
+            {"content": "Ines drinks tea", "trust": "user", "source": "s3"},
+            {"content": "Ines drinks tea", "trust": "verified"},
+        ],
+    ),
     "a repeat dedupe only observes": (
         "observe",
         [{"content": _S60, "trust": "verified"}],
