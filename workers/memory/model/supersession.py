@@ -159,10 +159,12 @@ def _holder(
     it (``None``: a stored record), or ``None`` when the match no longer holds."""
     if position in rules.contradicts:
         record_id, version = rules.contradicts[position]
-        if record_id in successors:  # an earlier draft of the call superseded it
-            return _latest(successors[record_id], draft, steps, successors, now, guard)
         stored = targets.get(record_id)
-        if (
+        if record_id in successors:  # an earlier draft of the call superseded it
+            held = _latest(successors[record_id], draft, steps, successors, now, guard)
+            if held is not None:
+                return held
+        elif (
             stored is not None
             and stored.version == version
             and stored.key is None
