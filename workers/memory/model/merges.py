@@ -52,8 +52,9 @@ def plan_merges(
     """
     rules.merged.clear()  # a store planning a batch again (a failed group commit) starts over
     changed = {step.retired.id for step in steps if step.retired is not None}
+    changed.update(rules.retired)  # records of rules.also included
     changed.update(step.item.id for step in steps if step.action == "replace")
-    merges: list[WriteStep] = []
+    merges: list[WriteStep] = list(rules.also_retired)
     for record_id, (version, sources) in sorted(rules.merges.items()):
         stored = targets.get(record_id)
         if (

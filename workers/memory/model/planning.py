@@ -101,6 +101,7 @@ def plan_writes(
     """Record id -> the position of the draft of this batch that superseded it."""
     if rules is not None:
         rules.retired.clear()  # a store planning a batch again (a failed group commit)
+        rules.also_retired.clear()
     for position, draft in enumerate(drafts):
         if (
             draft.key is None

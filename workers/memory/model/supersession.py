@@ -129,6 +129,14 @@ def plan_keyless(
     if held is not None:
         record, earlier = held
         if position in rules.supersede:
+            others = _others(position, draft, targets, now, guard, rules) if earlier is None else []
+            mates = [
+                steps[mate].item
+                for mate in _mates(position, draft, steps, successors, now, guard, rules, earlier)
+            ]
+            strongest = max([record, *others, *mates], key=lambda item: rules.rank(item.trust))
+            if rules.rank(draft.trust) < rules.rank(strongest.trust):
+                record, others, mates = strongest, [], []  # contested against the most trusted
             step = supersede_or_contest(draft, record, (), now, rules)
             if step.retired is not None:
                 successors[record.id] = position
@@ -136,6 +144,12 @@ def plan_keyless(
                 if earlier is not None:  # a record of this call: stored already retired
                     steps[earlier] = dataclasses.replace(steps[earlier], item=step.retired)
                     step = dataclasses.replace(step, retired=None)
+                for other in [*others, *mates]:  # the subject stated twice: both statements end
+                    retired = retire(other, now, step.item.valid_from)
+                    successors[other.id] = position
+                    rules.retired[other.id] = retired
+                    entry = history_entry(retired, "supersede", now)
+                    rules.also_retired.append(WriteStep("merge", retired, entry))
             return step
         if position in rules.observe:
             would = supersede_or_contest(draft, record, (), now, rules).action
@@ -178,6 +192,52 @@ def _holder(
         if held is not None:
             return held
     return None
+
+
+def _others(
+    position: int,
+    draft: MemoryDraft,
+    targets: Mapping[str, MemoryItem],
+    now: datetime,
+    guard: WriteGuard | None,
+    rules: WriteRules,
+) -> list[MemoryItem]:
+    """The other stored records the draft contradicts (``rules.also``) that still stand as
+    the contradiction stage read them and that no earlier draft of the call retired."""
+    found = []
+    for record_id, version in rules.also.get(position, ()):
+        stored = targets.get(record_id)
+        if (
+            stored is not None
+            and record_id not in rules.retired
+            and stored.version == version
+            and stored.key is None
+            and stored.namespace == draft.namespace
+            and is_live(stored, now)
+            and _may_land(guard, stored, draft)
+        ):
+            found.append(_as_repeated(stored, rules))
+    return found
+
+
+def _mates(
+    position: int,
+    draft: MemoryDraft,
+    steps: Sequence[WriteStep],
+    successors: Mapping[str, int],
+    now: datetime,
+    guard: WriteGuard | None,
+    rules: WriteRules,
+    chosen: int | None,
+) -> list[int]:
+    """The positions of the other earlier drafts of the call whose records the draft
+    contradicts (``rules.follows``) and that still stand, besides ``chosen``'s."""
+    mates: list[int] = []
+    for earlier in rules.follows.get(position, ()):
+        held = _latest(earlier, draft, steps, successors, now, guard)
+        if held is not None and held[1] != chosen and held[1] not in mates:
+            mates.append(held[1])
+    return mates
 
 
 def _as_repeated(stored: MemoryItem, rules: WriteRules) -> MemoryItem:

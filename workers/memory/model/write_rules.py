@@ -73,6 +73,15 @@ class WriteRules:
     supersedes or contests it only if it is still that version, active and live — or, when
     an earlier draft of the same call superseded it, that draft's record (the drafts of a call
     are judged in order, as if written one after another)."""
+    also: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    """Position -> the id and version of other keyless records the draft contradicts besides
+    :attr:`contradicts`' (one subject stated twice in other words): a draft that supersedes
+    its record supersedes these too, and one less trusted than any of them contests the most
+    trusted."""
+    also_retired: list[WriteStep] = field(default_factory=list)
+    """Filled by the store's planning: the records of :attr:`also` a draft superseded, as
+    ``merge`` steps (a new version, a ``supersede`` history entry) every store applies with
+    the merges (:func:`~workers.memory.model.merges.plan_merges`)."""
     follows: dict[int, tuple[int, ...]] = field(default_factory=dict)
     """Position -> the earlier positions of the same call whose (keyless) drafts a keyless
     draft contradicts, found by content, latest first: the later one supersedes or contests
@@ -102,7 +111,9 @@ class WriteRules:
         """The stored records, by id, a store reads (and locks) in its write transaction
         besides the drafts' keys: the ones drafts contradict or repeat; sorted, so two
         writers lock them in the same order."""
-        return sorted({record_id for record_id, _ in self.contradicts.values()} | set(self.merges))
+        also = {record_id for records in self.also.values() for record_id, _ in records}
+        contradicted = {record_id for record_id, _ in self.contradicts.values()}
+        return sorted(contradicted | also | set(self.merges))
 
 
 class WriteGuard(Protocol):

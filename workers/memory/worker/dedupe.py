@@ -60,6 +60,9 @@ class Matches:
     :func:`~workers.memory.worker.dedupe_batch.match_within`)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """The keyless stored record a draft contradicts (same subject, another value)."""
+    also: dict[int, list[MemoryItem]] = field(default_factory=dict)
+    """Other keyless records a draft contradicts besides :attr:`contradicts`' (records of
+    one subject stated twice: "… is May 3" and "… is on May 3"), as the sync read them."""
     follows: dict[int, list[int]] = field(default_factory=dict)
     """The earlier positions of the same write whose drafts a keyless draft contradicts,
     latest first."""
@@ -120,6 +123,12 @@ class Duplicates:
             )
             if choice is not None:
                 picked[position] = choice
+                if not choice[0]:
+                    others = _also_contradicted(
+                        entries, texts[position], choice[1], now, visible_to
+                    )
+                    if others:
+                        found.also[position] = others
         wanted = sorted({item.id for _, item in picked.values()})
         stored = {item.id: item for item in await self._store.get(wanted, [], "")} if wanted else {}
         again: dict[int, list[str]] = {}
@@ -131,6 +140,7 @@ class Duplicates:
                 or not is_live(now_stored, now)
             ):
                 again[position] = candidates[position]  # changed meanwhile: judge it afresh
+                found.also.pop(position, None)
             elif duplicate:
                 found.duplicates[position] = now_stored
             else:
@@ -254,6 +264,26 @@ class Duplicates:
             space = self._sync.spaces.get(item.namespace)
             if space is not None:
                 space.read([item], item.updated_at)  # live or not as of the write
+
+
+def _also_contradicted(
+    entries: Sequence[Entry],
+    text: str,
+    first: MemoryItem,
+    now: datetime,
+    visible_to: str | None,
+) -> list[MemoryItem]:
+    """The other live keyless candidates ``text`` contradicts besides ``first``: a subject
+    stated twice in other words is superseded (or contested) once, not left half-standing."""
+    return [
+        entry.item
+        for entry in entries
+        if entry.item.id != first.id
+        and entry.item.key is None
+        and is_live(entry.item, now)
+        and (visible_to is None or is_visible(entry.item, visible_to))
+        and classify(entry.text, text).relation is Relation.CONTRADICTION
+    ]
 
 
 def _judge(

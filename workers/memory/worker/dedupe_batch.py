@@ -36,7 +36,7 @@ def match_within(
 ) -> tuple[dict[int, int], dict[int, list[int]]]:
     """The near repeats and the contradictions among a write's drafts (position, draft; in
     the write's order), each against earlier drafts of its namespace. Drafts in ``matched``
-    (a stored record's duplicate, an exact repeat) are neither judged nor candidates.
+    (a stored record's duplicate, an exact repeat) are not judged, but are candidates.
 
     Returns:
         ``(repeats, follows)``: position -> the earlier position it restates, and position ->
@@ -54,12 +54,16 @@ def match_within(
     heads: dict[tuple[str, str], list[int]] = {}
     keys = band_keys([prints[position][1] for position, _ in drafts])
     for (position, draft), bands in zip(drafts, keys, strict=True):
-        if position in matched:
-            continue
         text, namespace = texts[position], draft.namespace
         table = tables.get(namespace)
         if table is None:
             table = tables[namespace] = [{} for _ in bands]
+        if position in matched:
+            # Not judged here, but a candidate for the drafts after it: a duplicate the
+            # dedupe stage only observes is written (settle_in_order skips one it drops).
+            for bucket, key in zip(table, bands, strict=True):
+                bucket[key] = position
+            continue
         shared: dict[int, int] = {}  # earlier position -> bands it shares
         for bucket, key in zip(table, bands, strict=True):
             other = bucket.get(key)

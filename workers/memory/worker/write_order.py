@@ -48,13 +48,17 @@ class _Walk:
     """Positions whose record is stored ``contested`` (less trusted than what it contradicts)."""
     history: set[int] = field(default_factory=set)
     """Positions whose record is history: dated before the fact it contradicts began."""
+    dropped: set[int] = field(default_factory=set)
+    """Positions the dedupe stage does not write (they hold no record of their own)."""
 
     def current(self, fact: Fact) -> Fact | None:
         """The fact that holds ``fact``'s subject now (itself, or what superseded it last),
         or ``None`` when that is no active record."""
         while fact in self.holder:
             fact = self.holder[fact]
-        if isinstance(fact, int) and (fact in self.contested or fact in self.history):
+        if isinstance(fact, int) and (
+            fact in self.contested or fact in self.history or fact in self.dropped
+        ):
             return None
         return fact
 
@@ -77,19 +81,30 @@ class _Walk:
         if target is None:
             return
         draft = self.drafts[position]
+        others: list[Fact] = []
         if isinstance(target, str):
             record = stored if stored is not None and stored.id == target else None
             began = _began(record, now)
             trust = self.raised.get(target, self.rank(record.trust if record else None))
+            if record is not None:  # other records of the subject fall with it (or win)
+                also = [o for o in self.found.also.get(position, ()) if self.current(o.id) == o.id]
+                others = [o.id for o in also]
+                trust = max([trust, *(self.raised.get(o.id, self.rank(o.trust)) for o in also)])
         else:
             began = self.drafts[target].valid_from or now
             trust = self.rank(self.drafts[target].trust)
+        for earlier in self.found.follows.get(position, ()):  # other statements still standing
+            fact = self.current(earlier)
+            if isinstance(fact, int) and fact != target and fact not in others:
+                others.append(fact)
+                trust = max(trust, self.rank(self.drafts[fact].trust))
         if self.rank(draft.trust) < trust:
             self.contested.add(position)
         elif draft.valid_from is not None and draft.valid_from < began:
             self.history.add(position)  # an older fact learned late
         else:
-            self.holder[target] = position
+            for fact in (target, *others):
+                self.holder[fact] = position
 
 
 def settle_in_order(
@@ -134,6 +149,8 @@ def settle_in_order(
                 mine = rank(drafts[position].trust)
                 if position in deduped and mine <= rank(stored.trust):
                     found.contradicts.pop(position, None)
+                    found.also.pop(position, None)
+                    walk.dropped.add(position)
                     continue  # not written: it contests nothing a second time
                 # More trusted than the claim: it states it on its own trust.
                 found.repeats.pop(position, None)
@@ -142,6 +159,7 @@ def settle_in_order(
             elif walk.current(stored.id) == stored.id:
                 if position in deduped:
                     walk.repeated(stored, drafts[position].trust)
+                    walk.dropped.add(position)
                 continue  # deduplicated, or written as a duplicate dedupe only observes
             else:  # it states a fact an earlier draft superseded: it contradicts what holds now
                 found.duplicates.pop(position, None)
@@ -150,6 +168,8 @@ def settle_in_order(
         elif earlier is not None:
             deduping = position in deduped
             if _still_a_repeat(walk, position, earlier, deduping=deduping):
+                if deduping:
+                    walk.dropped.add(position)
                 continue
             if deduping:
                 del found.repeats[position]
@@ -178,6 +198,8 @@ def _inherit(walk: _Walk, position: int, earlier: int) -> None:
     found = walk.found
     if earlier in found.contradicts and position not in found.contradicts:
         found.contradicts[position] = found.contradicts[earlier]
+        if earlier in found.also:
+            found.also[position] = found.also[earlier]
     held = walk.current(earlier)
     now_held = [held] if isinstance(held, int) and held != earlier else []
     others = {*found.follows.get(position, ()), *found.follows.get(earlier, ()), *now_held}

@@ -60,6 +60,8 @@ class PreparedWrite:
     """Position -> the earlier position of the same call whose text it repeats (or nearly)."""
     contradicts: dict[int, MemoryItem] = field(default_factory=dict)
     """Position -> the keyless record a keyless draft contradicts (found by content)."""
+    also: dict[int, list[MemoryItem]] = field(default_factory=dict)
+    """Position -> other keyless records the draft contradicts (see ``Matches.also``)."""
     follows: dict[int, list[int]] = field(default_factory=dict)
     """Position -> the earlier positions of the call whose drafts a keyless draft
     contradicts, latest first."""
@@ -166,6 +168,11 @@ class WritePipeline:
             for position, item in prepared.contradicts.items()
             if position in place
         }
+        rules.also = {
+            place[position]: tuple((item.id, item.version) for item in items)
+            for position, items in prepared.also.items()
+            if position in place
+        }
         rules.follows = {
             place[position]: tuple(place[earlier] for earlier in earlier_ones if earlier in place)
             for position, earlier_ones in prepared.follows.items()
@@ -212,6 +219,7 @@ class WritePipeline:
         deduped = [position for position, enforced in dedupe.items() if enforced]
         settle_in_order(found, prepared.drafts, rank, deduped, superseding, now)
         prepared.contradicts = found.contradicts
+        prepared.also = {p: found.also[p] for p in found.contradicts.keys() & found.also.keys()}
         prepared.follows = found.follows
         for position, item in found.duplicates.items():
             if dedupe.get(position):

@@ -346,6 +346,28 @@ async def test_a_more_trusted_repeat_of_a_contested_claim_is_judged_on_its_own_t
         assert await _visible(memory) == [("Kim lives in Bergen", "active")]
 
 
+async def test_a_draft_contradicting_two_records_of_one_subject_ends_both(
+    guarded: MemoryHarness,
+) -> None:
+    """ "Bob lives in Oslo" and "Bob lives in Oslo with his cat" are one subject stated twice:
+    a trusted enough contradiction supersedes both (its outcome names the first), and one
+    less trusted than either is contested against the most trusted of them."""
+    first, _ = await _write(guarded, "Bob lives in Oslo")
+    second, _ = await _write(guarded, "Bob lives in Oslo with his cat", trust="user")
+    new, outcome = await _write(guarded, "Bob does not live in Oslo", trust="inferred")
+    assert (outcome.outcome, outcome.contests) == (["contested"], second.id)
+    new, outcome = await _write(guarded, "Bob no longer lives in Oslo", trust="verified")
+    assert outcome.outcome == ["superseded"]
+    assert await _visible(guarded) == [("Bob no longer lives in Oslo", "active")]
+    ended = await guarded.ok(
+        "MEMORY.GET", {"ids": [first.id, second.id], "include": ["superseded"]}
+    )
+    assert [(item.status, item.valid_to) for item in ended.items] == [
+        ("superseded", new.created_at),
+        ("superseded", new.created_at),
+    ]
+
+
 async def test_a_near_repeat_within_one_write_is_deduplicated(
     open_store: OpenStore, store_env: StoreEnv
 ) -> None:
@@ -456,6 +478,11 @@ _IN_ORDER: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {
             {"content": "Ines drinks tea", "trust": "user", "source": "s3"},
             {"content": "Ines drinks tea", "trust": "verified"},
         ],
+    ),
+    "a duplicate dedupe only observes, then contradicted": (
+        "observe",
+        [{"content": "Dana likes coffee"}],
+        [{"content": "Dana likes coffee"}, {"content": "Dana dislikes coffee", "trust": "user"}],
     ),
     "a repeat dedupe only observes": (
         "observe",
