@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ditto.app.cli.memory_common import (
     ConfigOption,
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from workers.memory import MemoryItem
 
 __all__ = ("review",)
+
+_TABLE_WIDTH = 80
+"""Below this many columns records are listed one block each: the table's id and status
+columns alone take half of 80."""
 
 
 def review(
@@ -129,6 +134,35 @@ def _list(
     if not rows:
         errors.print("nothing waits for review", highlight=False)
         return
+    if console.width < _TABLE_WIDTH:
+        _print_cards(rows)
+    else:
+        _print_table(rows)
+    if page.next_cursor:
+        console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
+    errors.print("decide with --accept ID or --reject ID", highlight=False)
+
+
+def _print_cards(rows: list[dict[str, Any]]) -> None:
+    """One block per record: a table this narrow would squeeze every column but the id and
+    the status to nothing."""
+    console.print(f"{len(rows)} records wait for review", highlight=False)
+    for row in rows:
+        item = row["record"]
+        why = why_waiting(item, row["contests"], row["safety"])
+        console.print()
+        # The id whole on its line (it is what --accept and --reject take).
+        console.print(f"{item.id}  {item.status}", highlight=False, markup=False, soft_wrap=True)
+        for line in (
+            f"key: {item.key or '-'} · namespace: {item.namespace}",
+            f"trust: {item.trust or '-'} · source: {item.source or '-'}",
+            f"why: {why}",
+            f"content: {preview(item)}",
+        ):
+            console.print(Text("  " + line))  # Text: a value's brackets are no markup
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
     table = Table(title=f"{len(rows)} records wait for review")
     # The id is what --accept and --reject take: whole on one line at any width (80 columns
     # when piped), the other columns fold around it.
@@ -150,6 +184,3 @@ def _list(
             escape(preview(item)),
         )
     console.print(table)
-    if page.next_cursor:
-        console.print(f"next page: --cursor {page.next_cursor}", highlight=False, soft_wrap=True)
-    errors.print("decide with --accept ID or --reject ID", highlight=False)
