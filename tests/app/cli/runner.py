@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from unittest import mock
 
@@ -31,14 +31,16 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 _WIDTH = 200
 
 
-def _environment(env: dict[str, str] | None) -> dict[str, str | None]:
+def _environment(
+    env: Mapping[str, str | None] | None, columns: int = _WIDTH
+) -> dict[str, str | None]:
     """Overrides of ``os.environ``; ``None`` removes a variable."""
     overrides: dict[str, str | None] = {
         key: None for key in os.environ if key.startswith("DITTO_WORKER_")
     }
     overrides["DITTO_CONFIG"] = None
     overrides.update(env or {})
-    overrides["COLUMNS"] = str(_WIDTH)
+    overrides["COLUMNS"] = str(columns)
     return overrides
 
 
@@ -75,12 +77,16 @@ def ditto_command() -> list[str]:
 
 
 def run_cli(
-    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path = REPO_ROOT,
+    env: Mapping[str, str | None] | None = None,
+    columns: int = _WIDTH,
 ) -> subprocess.CompletedProcess[str]:
-    """``ditto *args`` through the installed console script, in a subprocess."""
+    """``ditto *args`` through the installed console script, in a subprocess (``env``: added
+    to the environment, ``None`` removing a variable; ``columns``: the terminal's width)."""
     environment = {
         key: value
-        for key, value in {**os.environ, **_environment(env)}.items()
+        for key, value in {**os.environ, **_environment(env, columns)}.items()
         if value is not None
     }
     return subprocess.run(

@@ -4,14 +4,12 @@ the wide output does not have)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ditto import Memory
-from tests.app.cli.runner import ditto_command
+from tests.app.cli.runner import run_cli
 
 _BOX = "│╭╮╰╯─┃┏┓┗┛━┡┩╇┳┻╋┣┫┠┨┯┷┿┌┐└┘├┤┬┴┼"
 
@@ -21,21 +19,7 @@ def _words(text: str) -> set[str]:
 
 
 def _at_width(args: tuple[str, ...], cwd: Path, columns: int) -> str:
-    # Not the runner's helpers: they pin COLUMNS to one width for every other test.
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("DITTO_WORKER_") and key != "DITTO_CONFIG"
-    }
-    environment.update(COLUMNS=str(columns), TERM="dumb")
-    done = subprocess.run(
-        [*ditto_command(), *args],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(*args, cwd=cwd, env={"TERM": "dumb"}, columns=columns)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

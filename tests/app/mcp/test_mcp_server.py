@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.app.cli.runner import ditto_command
+from tests.app.cli.runner import ditto_command, run_cli
 from tests.services import _free_port as free_port
 
 pytestmark = pytest.mark.anyio
@@ -217,25 +216,18 @@ async def test_http_with_a_token_refuses_every_request_without_it(tmp_path: Path
     assert _TOKEN not in (tmp_path / "stderr.txt").read_text()
 
 
-def _serve_once(
-    folder: Path, *flags: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``ditto mcp serve`` with ``flags``, expected to refuse to start (it is given no input)."""
-    return subprocess.run(
-        [*ditto_command(), "mcp", "serve", *flags],
-        capture_output=True,
-        text=True,
-        cwd=folder,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "example.com"])
 def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host: str) -> None:
-    environment = {key: value for key, value in os.environ.items() if key != "DITTO_MCP_TOKEN"}
-    completed = _serve_once(tmp_path, "--transport", "http", "--host", host, env=environment)
+    completed = run_cli(
+        "mcp",
+        "serve",
+        "--transport",
+        "http",
+        "--host",
+        host,
+        cwd=tmp_path,
+        env={"DITTO_MCP_TOKEN": None},
+    )
     assert completed.returncode == 2
     assert len(completed.stderr.strip().splitlines()) == 1
     assert "DITTO_MCP_TOKEN" in completed.stderr
@@ -245,7 +237,7 @@ def test_http_off_loopback_without_a_token_refuses_to_start(tmp_path: Path, host
 @pytest.mark.parametrize("flags", [("--namespace", ""), ("--principal", "p" * 257)])
 def test_an_empty_or_oversize_name_refuses_to_start(tmp_path: Path, flags: tuple[str, str]) -> None:
     """Refused at once, not on every tool call (where a model would blame its arguments)."""
-    completed = _serve_once(tmp_path, *flags)
+    completed = run_cli("mcp", "serve", *flags, cwd=tmp_path)
     assert completed.returncode == 2
     assert completed.stderr.strip() == f"{flags[0]} must be 1 to 256 characters"
 
@@ -278,14 +270,7 @@ async def test_resources_are_confined_to_the_servers_namespace(tmp_path: Path) -
 
 
 def test_an_unknown_transport_is_a_usage_error(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [*ditto_command(), "mcp", "serve", "--transport", "pigeon"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    completed = run_cli("mcp", "serve", "--transport", "pigeon", cwd=tmp_path)
     assert completed.returncode == 2
     assert "use stdio or http" in completed.stderr
 

@@ -216,7 +216,7 @@ class WritePipeline:
                 found.duplicates[position] = claim  # settle_in_order drops what it contests
         # Every draft contradicting a record is judged against it, in the call's order (the
         # store's planning sends a later one to the record an earlier one superseded it with).
-        deduped = [position for position, enforced in dedupe.items() if enforced]
+        deduped = {position for position, enforced in dedupe.items() if enforced}
         settle_in_order(found, prepared.drafts, rank, deduped, superseding, now)
         prepared.contradicts = found.contradicts
         prepared.also = {p: found.also[p] for p in found.contradicts.keys() & found.also.keys()}
