@@ -20,6 +20,7 @@ from ditto.app.memory_setup import (
     metadata_dict,
     min_score_option,
     not_found,
+    record_ref,
     store_factory,
     tags_list,
 )
@@ -170,7 +171,7 @@ class AsyncMemory:
         ``superseded``, ``contested``, ``quarantined``, ``filter``, ``not_a_candidate``,
         ``below_min_score``, ``limit`` with the rank it had), or ``returned`` with its rank."""
         filter = {"namespace": self.namespace if namespace is None else namespace}
-        target = {"id": id_or_key}
+        target = {"id": record_ref(id_or_key, "why")}
         request = {"query": query, "limit": limit, "filter": filter, "explain_miss": target}
         miss: MissExplanation | None = (await self._call("MEMORY.SEARCH", request)).miss
         if miss is not None and miss.stage == "not_found":

@@ -175,6 +175,8 @@ def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
     """
     if not location:
         raise InvalidInputError(f"Memory needs a store location: {_FORMS}")
+    if not isinstance(create, bool):  # create="no" would be true
+        raise InvalidInputError(f"Memory's create must be True or False, not {create!r}")
     if location.startswith(_POSTGRES_SCHEMES):
         _check_url(location, ("postgresql", "postgres"))
         postgres = postgres_store_type()
@@ -349,6 +351,21 @@ def memory_content(content: Any, method: str) -> Any:
     if content is None or (isinstance(content, str) and not content.strip()):
         raise InvalidInputError(f"Memory.{method} needs content: an empty memory remembers nothing")
     return content
+
+
+def record_ref(id_or_key: Any, method: str) -> str:
+    """The id or key a ``Memory`` call names: a non-empty string (``None`` would otherwise
+    read as "no record named", which finds nothing and says so as if a record were missing).
+
+    Raises:
+        InvalidInputError: ``INVALID_INPUT`` naming the method.
+    """
+    if not isinstance(id_or_key, str) or not id_or_key:
+        raise InvalidInputError(
+            f"Memory.{method} needs the id or key of a record (a non-empty string), "
+            f"not {id_or_key!r}"
+        )
+    return id_or_key
 
 
 def not_found(node: str, ref: str, namespace: str) -> NodeFailedError:

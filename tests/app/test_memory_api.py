@@ -230,6 +230,8 @@ def test_sqlite_and_markdown_locations_open_those_stores(
         (lambda m: m.add(""), "needs content"),
         (lambda m: m.add("   "), "needs content"),
         (lambda m: m.add(None), "needs content"),
+        (lambda m: m.why("v", None), "why needs the id or key"),
+        (lambda m: m.why("v", ""), "why needs the id or key"),
     ],
 )
 def test_wrong_argument_types_are_clear_errors(
@@ -250,6 +252,7 @@ def test_wrong_argument_types_are_clear_errors(
         ({"location": 123}, "not int"),
         ({"location": "m.sqlite", "namespace": ""}, "namespace"),
         ({"location": "m.sqlite", "principal": ""}, "principal"),
+        ({"location": "m.sqlite", "create": "no"}, "create must be True or False"),
     ],
 )
 def test_bad_construction_fails_at_once(arguments: dict[str, object], message: str) -> None:
