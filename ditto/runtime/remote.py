@@ -112,6 +112,14 @@ async def call_remote(
     transport = replica.transport
     assert transport is not None
     node = route.node_type
+    try:
+        encoded = _encode(node_input)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # What a local handler's contract would refuse, refused before anything is sent: an
+        # input the wire cannot carry (a lone surrogate, an int past 64 bits, a set or an
+        # object msgpack has no type for, nesting past the recursion limit).
+        problem = ErrorInfo(ErrorCode.INVALID_INPUT.value, _unsendable(node, exc))
+        return _result(execution_id, node, "failed", None, problem, replica.id, started)
     refused = await _take_slot(replica, deadline)
     if refused is not None:
         status = "timeout" if refused is _WAITED else "failed"
@@ -121,7 +129,7 @@ async def call_remote(
         envelope = CallEnvelope(
             execution_id,
             node,
-            msgspec.Raw(_encode(node_input)),
+            msgspec.Raw(encoded),
             time.time() + remaining,
             principal,
             None if execution is None else (execution[0], execution[1], execution[2]),
@@ -167,6 +175,19 @@ async def call_remote(
         reply.queue_ms,
         reply.run_ms,
     )
+
+
+def _unsendable(node: str, exc: BaseException) -> str:
+    """Why an input cannot go to a remote worker, without echoing its values."""
+    if isinstance(exc, UnicodeError):
+        why = "it holds text that is not valid Unicode (a lone surrogate)"
+    elif isinstance(exc, OverflowError):
+        why = "it holds an integer outside the signed or unsigned 64-bit range"
+    elif isinstance(exc, RecursionError):
+        why = "it is nested too deeply"
+    else:  # msgspec names the type it cannot encode ("Encoding objects of type set ...")
+        why = str(exc).split(" - ")[0][:200] or type(exc).__name__
+    return f"invalid input for {node}: it cannot be sent to a remote worker: {why}"
 
 
 async def _take_slot(replica: Replica, deadline: float) -> ErrorInfo | None:
