@@ -46,6 +46,7 @@ class Invoker(Protocol):
         execution_id: str | None = None,
         idempotency_key: str | None = None,
         retry: RetryPolicy | None = None,
+        answer: Any = NO_ANSWER,
     ) -> NodeResult[Any]: ...
 
 

@@ -84,18 +84,15 @@ class Engine:
         self.plans = KnownPlans()
         self.life = Lifecycle()
         self.default_timeout = limits.timeout_ms / 1000.0
-        """Seconds of a call's deadline unless the call, the task or the run sets a shorter one."""
+        """Seconds of every call's deadline at most: a call, a task or a run may shorten it."""
         self.lease_ttl = limits.checkpoint_lease_ms / 1000.0
         """Seconds a checkpoint's lease outlives its last renewal."""
         self.tracer = runtime_tracer(limits.tracing)
         """Where runs and tasks record their spans; ``None`` when tracing is off."""
         self._checkpoints = None if checkpoints is None else traced(checkpoints, self.tracer)
         stall_ms = limits.stall_warning_ms
-        self._watchdog = (
-            None
-            if stall_ms is None
-            else LoopWatchdog(stall_ms / 1000, lambda: handler_codes(self.registry.definitions))
-        )
+        codes = lambda: handler_codes(self.registry.definitions)  # noqa: E731
+        self._watchdog = None if stall_ms is None else LoopWatchdog(stall_ms / 1000, codes)
         self._watching = self._watchdog is None  # started by the first call (it needs the loop)
 
     @property
@@ -151,8 +148,9 @@ class Engine:
         route = self.registry.route(node_type)
         if worker is not None:
             route.check_pin(worker)
+        limit = self.default_timeout  # runtime.timeout_ms: a call's timeout only shortens it
         deadline = asyncio.get_running_loop().time() + (
-            self.default_timeout if timeout is None else seconds(timeout, "timeout")
+            limit if timeout is None else min(limit, seconds(timeout, "timeout"))
         )
         if outer_deadline is not None and outer_deadline < deadline:
             deadline = outer_deadline
@@ -200,6 +198,7 @@ class Engine:
         execution_id: str | None = None,
         idempotency_key: str | None = None,
         retry: RetryPolicy | None = None,
+        answer: Any = NO_ANSWER,
     ) -> NodeResult[Any]:
         """A nested call (``ctx.invoke``), or a remote worker running a call it received:
         accepted even while the runtime drains (an :class:`~ditto.runtime.context.Invoker`)."""
@@ -216,6 +215,7 @@ class Engine:
             execution_id=execution_id,
             idempotency_key=idempotency_key,
             retry=retry,
+            answer=answer,
         )
 
     # ----------------------------------------------------------------- run

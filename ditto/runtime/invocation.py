@@ -156,6 +156,7 @@ async def invoke_route(
             if idempotency_key is None
             else idempotency_key,
             attempt,
+            answer,
         )
     task = asyncio.current_task()
     assert task is not None, "invoke runs inside an asyncio task"

@@ -29,6 +29,7 @@ from ditto.errors import (
     NoWorkerAvailableError,
     WorkerDefinitionError,
 )
+from ditto.runtime.context import NO_ANSWER
 from ditto.runtime.transports.envelope import CallEnvelope
 from ditto.runtime.worker import BoundNode, WorkerDefinition
 
@@ -106,14 +107,18 @@ async def call_remote(
     started: float,
     idempotency_key: str,
     attempt: int = 1,
+    answer: Any = NO_ANSWER,
 ) -> NodeResult[Any]:
     """One call through ``replica``'s transport (``deadline`` on the event loop's clock;
-    ``attempt``: which attempt of a retried call this is, the handler's ``ctx.attempt``)."""
+    ``attempt``: which attempt of a retried call this is, the handler's ``ctx.attempt``;
+    ``answer``: what ``runtime.resume`` answered, when the call resumes an interrupted task,
+    sent with it for the handler's ``ctx.interrupt`` to return)."""
     transport = replica.transport
     assert transport is not None
     node = route.node_type
     try:
         encoded = _encode(node_input)
+        answered = None if answer is NO_ANSWER else (msgspec.Raw(_encode(answer)),)
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         # What a local handler's contract would refuse, refused before anything is sent: an
         # input the wire cannot carry (a lone surrogate, an int past 64 bits, a set or an
@@ -136,6 +141,7 @@ async def call_remote(
             attempt,
             transport.reply_to,
             idempotency_key,
+            answer=answered,
         )
         reply = await transport.call(envelope, remaining)
     except TimeoutError:

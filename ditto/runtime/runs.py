@@ -233,7 +233,9 @@ async def _execute(
     async def call(task: Task, node_input: Any) -> NodeResult[Any]:
         # The graph's hot path: routes and pins were checked before the run, so go straight to
         # the invocation.
-        deadline = loop.time() + (default_timeout if task.timeout is None else task.timeout)
+        # runtime.timeout_ms bounds every call: a task's timeout only shortens it.
+        timeout = default_timeout if task.timeout is None else min(task.timeout, default_timeout)
+        deadline = loop.time() + timeout
         if run_deadline is not None and run_deadline < deadline:
             deadline = run_deadline
         return await invoke_route(

@@ -23,6 +23,7 @@ from ditto import (
     UnknownNodeError,
     create_ditto,
     define_worker,
+    graph,
 )
 from ditto.app.config.settings import RuntimeSettings
 from tests.runtime.probes import Done, Probe, Work, work
@@ -187,6 +188,24 @@ async def test_configured_timeout_applies_when_the_call_sets_none() -> None:
     async with create_ditto(config=settings, workers=[probe.worker()]) as runtime:
         result = await runtime.invoke("PROBE.WORK", work("slow", delay=5))
     assert result.status == "timeout"
+
+
+async def test_a_longer_call_or_task_timeout_cannot_extend_the_configured_one() -> None:
+    seen: list[float | None] = []
+
+    async def slow(request: Any, ctx: NodeContext) -> None:
+        seen.append(ctx.remaining())
+        await asyncio.sleep(5)
+
+    worker = define_worker("slow", {"SLOW.RUN": slow})
+    settings = Settings(runtime=RuntimeSettings(timeout_ms=100))
+    plan = graph("long").node("t", "SLOW.RUN", [], lambda _, deps: {}, timeout=30)
+    async with create_ditto(config=settings, workers=[worker]) as runtime:
+        called = await runtime.invoke("SLOW.RUN", {}, timeout=30)
+        ran = await runtime.run(plan, timeout=30)
+    assert called.status == "timeout"
+    assert ran["t"].status == "timeout"
+    assert all(left is not None and left <= 0.1 for left in seen), seen
 
 
 async def test_handler_sees_its_remaining_deadline() -> None:

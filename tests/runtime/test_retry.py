@@ -246,7 +246,7 @@ async def test_the_timeout_bounds_all_attempts_together() -> None:
 
 async def test_the_callers_cancellation_during_a_pause_propagates() -> None:
     flaky = Flaky(failures=99)
-    patient = RetryPolicy(max_attempts=3, initial=30.0, max=30.0, jitter=False)
+    patient = RetryPolicy(max_attempts=3, initial=20.0, max=20.0, jitter=False)
     results: list[NodeResult[Any]] = []
     async with create_ditto(workers=[flaky.worker()]) as runtime:
         with anyio.CancelScope() as scope:
@@ -257,7 +257,7 @@ async def test_the_callers_cancellation_during_a_pause_propagates() -> None:
                     scope.cancel()
 
                 group.start_soon(cancel_after_the_first_failure)
-                results.append(await runtime.invoke("FLAKY.RUN", "x", timeout=60, retry=patient))
+                results.append(await runtime.invoke("FLAKY.RUN", "x", timeout=25, retry=patient))
     assert scope.cancelled_caught
     assert results == []  # never turned into a result
     assert len(flaky.calls) == 1

@@ -22,7 +22,7 @@ from ditto.adapters.redis.keys import cancel_channel
 from ditto.adapters.redis.replies import RETRY_DELAY, ReplyWriter, text
 from ditto.contracts.result import NodeResult
 from ditto.errors import DittoError, ErrorCode, ErrorInfo
-from ditto.runtime.context import ExecutionScope
+from ditto.runtime.context import NO_ANSWER, ExecutionScope
 from ditto.runtime.transports.envelope import CallEnvelope, CancelNotice, ReplyEnvelope, Signer
 
 if TYPE_CHECKING:
@@ -212,6 +212,9 @@ class CallHandler:
                 attempt=attempt,
                 execution_id=execution_id,
                 idempotency_key=envelope.idempotency_key,
+                answer=NO_ANSWER
+                if envelope.answer is None
+                else msgspec.msgpack.decode(envelope.answer[0]),
             )
         except asyncio.CancelledError:
             if execution_id not in self._cancelled:

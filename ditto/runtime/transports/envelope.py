@@ -80,6 +80,11 @@ class CallEnvelope(msgspec.Struct, frozen=True, array_like=True):
     id twice, so only that first entry carries it. ``None`` from older callers, and the entry's
     id differs when Redis refused the chosen one (another caller's entry was newer); either way
     the worker then checks the call in Redis (:mod:`ditto.adapters.redis.admission`)."""
+    answer: tuple[msgspec.Raw] | None = None
+    """MessagePack of the answer given to ``runtime.resume`` when the call resumes an
+    interrupted task (the handler's ``ctx.resume_value``), in a one-item array so that an
+    answer of ``None`` is told apart from none; ``None`` when the call resumes nothing. Last
+    and optional, like the fields before it."""
 
 
 class ReplyEnvelope(msgspec.Struct, frozen=True, array_like=True):
