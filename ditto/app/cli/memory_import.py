@@ -25,7 +25,7 @@ from ditto.app.cli.output import errors, fail_usage, settings_or_exit
 from ditto.errors import DittoError, ErrorCode
 
 if TYPE_CHECKING:
-    from workers.memory.model.contracts import ExportLine
+    from workers.memory.model.contracts import ExportLine, MemoryItem
     from workers.memory.ports import MemoryStore
 
     Line = tuple[int, ExportLine]
@@ -79,13 +79,23 @@ def import_records(
         int,
         typer.Option("--resume-from", min=1, help="Skip the lines before LINE.", metavar="LINE"),
     ] = 1,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace a record the store holds at a newer version, or in another state at "
+            "the same version, with the file's (default: CONFLICT, nothing stored).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Restore records and history from an export. The file (from --resume-from on) is checked
     before anything is stored: a bad line stores nothing and is named. With --batch N, each
     batch is all or nothing and a failure names the line to resume from. Importing the same
-    file twice changes nothing (the summary counts new, replaced and unchanged records)."""
+    file twice changes nothing (the summary counts new, replaced and unchanged records). A
+    record the store holds at a lower version is brought up to date; one changed in the store
+    since the export (a newer version) is a CONFLICT unless --overwrite."""
     settings = settings_or_exit(config)
     source = None if file == "-" else Path(file).expanduser()
     if source is not None and not source.is_file():
@@ -95,10 +105,11 @@ def import_records(
 
     async def run(store: MemoryStore) -> None:
         with _input(source, spool=batch is None) as lines:
+            checks = _Checks(overwrite)
             if batch is None:
-                await _whole_file(store, lines, resume_from, size, tally)
+                await _whole_file(store, lines, resume_from, size, tally, checks)
             else:
-                await _batches(store, lines, resume_from, batch, size, tally)
+                await _batches(store, lines, resume_from, batch, size, tally, checks)
 
     try:
         on_store(settings, run)
@@ -176,7 +187,12 @@ def _chunks(lines: IO[bytes], start: int, size: int) -> Iterator[list[Line]]:
 
 
 async def _whole_file(
-    store: MemoryStore, lines: IO[bytes], start: int, size: int | None, tally: _Tally
+    store: MemoryStore,
+    lines: IO[bytes],
+    start: int,
+    size: int | None,
+    tally: _Tally,
+    checks: _Checks,
 ) -> None:
     """Check every line, then store them: a bad line stores nothing."""
     total = 0
@@ -184,7 +200,7 @@ async def _whole_file(
         with progress_bar(in_bytes=True) as progress:
             task = progress.add_task("checking", total=size)
             for chunk in _chunks(lines, start, _CHUNK):
-                await _check(store, chunk)
+                await checks.check(store, chunk)
                 total += len(chunk)
                 progress.update(task, completed=_read(lines))
     except _BadLine as bad:
@@ -202,7 +218,13 @@ async def _whole_file(
 
 
 async def _batches(
-    store: MemoryStore, lines: IO[bytes], start: int, batch: int, size: int | None, tally: _Tally
+    store: MemoryStore,
+    lines: IO[bytes],
+    start: int,
+    batch: int,
+    size: int | None,
+    tally: _Tally,
+    checks: _Checks,
 ) -> None:
     """Check and store ``batch`` lines at a time: a bad line stores nothing of its batch."""
     resume = start
@@ -210,7 +232,7 @@ async def _batches(
         with progress_bar(in_bytes=True) as progress:
             task = progress.add_task("importing", total=size)
             for chunk in _chunks(lines, start, batch):
-                await _check(store, chunk)
+                await checks.check(store, chunk)
                 await _stored(store, chunk, tally)
                 resume = chunk[-1][0] + 1
                 progress.update(task, completed=_read(lines))
@@ -221,6 +243,43 @@ async def _batches(
             f"fix the line and import again --resume-from {resume})",
             code=bad.code,
         ) from None
+
+
+class _Checks:
+    """What every line is checked for before it is stored (over the whole input)."""
+
+    def __init__(self, overwrite: bool) -> None:
+        self.overwrite = overwrite
+        self.lines_of: dict[str, int] = {}
+        """Record id -> the line that holds it."""
+
+    async def check(self, store: MemoryStore, chunk: list[Line]) -> None:
+        """Refuse a record that is on two lines, that the store holds in a state it changed
+        since (unless ``overwrite``), or that takes a key another record holds."""
+        records = [(number, line.record) for number, line in chunk if line.record is not None]
+        for number, record in records:
+            first = self.lines_of.setdefault(record.id, number)
+            if first != number:
+                raise _BadLine(number, f"record {record.id} is also on line {first}")
+        if not self.overwrite:
+            held = {item.id: item for item in await store.get([r.id for _, r in records], [], "")}
+            _changed_in_store(held, records)
+        await _check(store, chunk)
+
+
+def _changed_in_store(held: dict[str, MemoryItem], records: list[tuple[int, MemoryItem]]) -> None:
+    """Refuse a record the store changed since the file was written."""
+    from workers.memory.maintenance.transfer import held_differently
+
+    for number, record in records:
+        stored = held.get(record.id)
+        reason = None if stored is None else held_differently(stored, record)
+        if reason is not None:
+            raise _BadLine(
+                number,
+                f"record {record.id}: {reason} (pass --overwrite to replace it with the file's)",
+                ErrorCode.CONFLICT,
+            )
 
 
 async def _check(store: MemoryStore, chunk: list[Line]) -> None:

@@ -167,11 +167,18 @@ def test_resuming_past_the_end_of_the_file_is_a_usage_error(
     assert done.exit_code == 0, done.stderr
 
 
+def _at(n: int, version: int, content: str) -> str:
+    """:func:`_record` ``n`` at another version, with other content."""
+    line = json.loads(_record(n, content))
+    line["record"]["version"] = version
+    return json.dumps(line)
+
+
 def test_the_summary_counts_new_replaced_and_unchanged_records(tmp_path: Path) -> None:
     config = _config(tmp_path, "store")
     lines = [_record(n) for n in range(3)]
     summaries = []
-    for batch in (lines, lines, [_record(0, "changed"), *lines[1:]]):
+    for batch in (lines, lines, [_at(0, 2, "changed"), *lines[1:]]):
         result = _import(config, batch, "--json")
         assert result.exit_code == 0, result.stderr
         summaries.append(json.loads(result.stdout))
@@ -180,5 +187,37 @@ def test_the_summary_counts_new_replaced_and_unchanged_records(tmp_path: Path) -
         (0, 0, 3),
         (0, 1, 2),
     ]
-    text = _import(config, lines)
+    text = _import(config, lines, "--overwrite")
     assert "imported 1 records (0 new, 1 replaced, 2 unchanged)" in text.stderr
+
+
+@pytest.mark.parametrize("batch", [(), ("--batch", "2")])
+@pytest.mark.parametrize(
+    ("held", "why"),
+    [(_at(1, 2, "edited in the store"), "newer than this one"), (_at(1, 1, "other"), "same")],
+    ids=["newer version", "same version"],
+)
+def test_a_record_changed_in_the_store_since_the_export_is_a_conflict(
+    tmp_path: Path, held: str, why: str, batch: tuple[str, ...]
+) -> None:
+    config = _config(tmp_path, "store")
+    assert _import(config, [held]).exit_code == 0
+    lines = [_record(0), _record(1), _record(2)]
+    refused = _import(config, lines, *batch)
+    assert refused.exit_code == 3
+    assert "CONFLICT: line 2: record id-1:" in refused.stderr
+    assert why in refused.stderr
+    assert "--overwrite" in refused.stderr
+    kept = invoke_cli("memory", "get", "id-1", "--json", "--config", str(config))
+    assert json.loads(kept.stdout)["items"][0]["content"] == json.loads(held)["record"]["content"]
+    replaced = _import(config, lines, *batch, "--overwrite", "--json")
+    assert replaced.exit_code == 0, replaced.stderr
+    assert json.loads(replaced.stdout)["replaced"] == 1
+
+
+def test_a_record_on_two_lines_stores_nothing(tmp_path: Path) -> None:
+    config = _config(tmp_path, "store")
+    result = _import(config, [_record(1), _record(2), _record(1, "again")])
+    assert result.exit_code == 2
+    assert "line 3: record id-1 is also on line 1" in result.stderr
+    assert _count(config) == 0

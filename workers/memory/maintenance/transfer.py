@@ -29,6 +29,7 @@ __all__ = (
     "TransferCounts",
     "copy_store",
     "everything",
+    "held_differently",
     "read_pages",
     "write_page",
 )
@@ -249,6 +250,19 @@ async def _earlier_state(
         and _without_usage(entry.record) == state
         for entry in await source_history.history(record.id)
     )
+
+
+def held_differently(held: MemoryItem, record: MemoryItem) -> str | None:
+    """Why ``held``, the target's record under ``record``'s id, is not ``record`` in an
+    earlier state (a lower version, or the same one with other usage counters): it was changed
+    in the target (a newer version) or is another state at the same version; ``None`` when it
+    is an earlier state. An import replacing it would take the record back, and the history
+    would then hold two entries of one version."""
+    if held.version < record.version:
+        return None
+    if held.version == record.version and _without_usage(held) == _without_usage(record):
+        return None
+    return _difference(held, record)
 
 
 def _difference(held: MemoryItem, record: MemoryItem) -> str:
