@@ -10,15 +10,18 @@ import msgspec
 
 from workers.memory.model.contracts import SearchHit, SearchInput
 from workers.memory.model.errors import MemoryStoreError
-from workers.memory.retrieval.text import query_words
+from workers.memory.retrieval.text import native_query_words, query_words
 
 __all__ = ("bm25", "calibrated", "explained", "idf", "keyword_request")
 
 _OPTIONS = frozenset({"explain"})
 
 
-def keyword_request(input: SearchInput, store: str) -> tuple[list[str], bool]:
-    """The query's words and whether to explain the hits.
+def keyword_request(
+    input: SearchInput, store: str, *, native: bool = False
+) -> tuple[list[str], bool]:
+    """The query's words and whether to explain the hits (``native``: spelt as written, for a
+    store whose search engine folds them itself: :func:`~.text.native_query_words`).
 
     Raises:
         MemoryStoreError: ``INVALID_INPUT`` for another strategy, an unknown option or a query
@@ -34,7 +37,8 @@ def keyword_request(input: SearchInput, store: str) -> tuple[list[str], bool]:
         raise MemoryStoreError("options.explain must be true or false")
     if not isinstance(input.query, str):
         raise MemoryStoreError("keyword search needs a text query")
-    return query_words(input.query), explain
+    words = native_query_words(input.query) if native else query_words(input.query)
+    return words, explain
 
 
 def explained(hits: Sequence[SearchHit], explain: bool) -> list[SearchHit]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ("STOPWORDS", "fts_phrase", "light_stem", "query_words", "words")
+__all__ = ("STOPWORDS", "fts_phrase", "light_stem", "native_query_words", "query_words", "words")
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -38,6 +38,21 @@ def query_words(text: str) -> list[str]:
     """Distinct words of a query, stop words dropped. A query of stop words only ("what is
     it?") has no words: it matches nothing, rather than whatever records hold "is"."""
     return [word for word in dict.fromkeys(words(text)) if word not in STOPWORDS]
+
+
+def native_query_words(text: str) -> list[str]:
+    """Distinct words of a query for a store whose search engine folds words itself (FTS5's
+    ``unicode61``, PostgreSQL's parser): split as :func:`words` splits them, but spelt as
+    written, so the engine folds each exactly as it folded the records. Folded here first,
+    "Straße" would become "strasse" and "München" "munchen", neither of which PostgreSQL's
+    index holds ("münchen"), nor FTS5's for "straße", "ελλάδα" or "ёлка" (it strips Latin
+    diacritics only). Stop words are dropped, and words that fold alike are one word."""
+    found: dict[tuple[str, ...], str] = {}
+    for word in _WORD.findall(unicodedata.normalize("NFC", text)):
+        folded = tuple(words(word))
+        if folded and not all(part in STOPWORDS for part in folded):
+            found.setdefault(folded, word)
+    return list(found.values())
 
 
 def light_stem(word: str) -> str:

@@ -62,6 +62,23 @@ async def test_a_query_of_stop_words_only_matches_nothing(memory: MemoryHarness)
     assert (await memory.ok("MEMORY.SEARCH", {"query": "What is it?"})).hits == []
 
 
+WRITTEN_WORDS = (
+    "Straße", "München", "brûlée", "İstanbul", "ﬁnance", "Œuvre", "Łódź", "Ελλάδα", "Москва",
+    "ёлка", "ΣΊΣΥΦΟΣ", "ǅungla", "日本語",
+)  # fmt: skip
+
+
+async def test_a_word_as_written_finds_its_record_whatever_its_script(
+    memory: MemoryHarness,
+) -> None:
+    await memory.write(
+        *({"content": f"note {n}: {word} is here"} for n, word in enumerate(WRITTEN_WORDS))
+    )
+    for n, word in enumerate(WRITTEN_WORDS):
+        hits = (await memory.ok("MEMORY.SEARCH", {"query": word})).hits
+        assert f"note {n}: {word} is here" in [hit.memory.content for hit in hits], word
+
+
 async def test_stemming_finds_other_word_forms(memory: MemoryHarness) -> None:
     await memory.write({"content": "three records were stored"})
     hits = (await memory.ok("MEMORY.SEARCH", {"query": "record"})).hits

@@ -107,7 +107,7 @@ class PostgresReads(PostgresStoreBase):
         frequency (see ``search``); filters before the limit. Scores are BM25 on the
         calibrated scale (``search.keyword.calibrated``), as on SQLite: in [0, 1], higher is
         better."""
-        words, explain = keyword_request(input, "the PostgreSQL store")
+        words, explain = keyword_request(input, "the PostgreSQL store", native=True)
         if not words:
             return []
         async with self._connection() as connection:

@@ -253,7 +253,7 @@ class SqliteMemoryStore(
         """Keyword search (strategy ``None`` or ``"keyword"``): the exact BM25 top-k, OR semantics,
         filters before the limit, any text safe. Scores are BM25 on the calibrated scale
         (``search.keyword.calibrated``): in [0, 1], higher is better."""
-        words, explain = keyword_request(input, "the SQLite store")
+        words, explain = keyword_request(input, "the SQLite store", native=True)
         if not words:
             return []
         now = now_from(self._clock)
