@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 import redis
 
@@ -148,3 +149,27 @@ async def test_a_stopped_server_is_state_store_unavailable_and_nothing_else_brea
         assert explicit.ok  # explicit mode never needed the store
     finally:
         await store.aclose()
+
+
+async def test_a_server_that_does_not_speak_redis_is_state_store_unavailable() -> None:
+    """An HTTP server (or anything else) at the context store's address: the reply does not
+    parse as Redis, which is an outage of the store, not an internal error."""
+
+    async def answer_http(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    store = RedisContextStore.from_url(f"redis://127.0.0.1:{port}/0")
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, answer_http)
+        try:
+            async with create_ditto(workers=[create_context_worker(store=store)]) as runtime:
+                result = await runtime.invoke("CONTEXT.LOAD", {"scope": SCOPE, "sources": []})
+        finally:
+            await store.aclose()
+            group.cancel_scope.cancel()
+    assert result.error is not None
+    assert result.error.code == "STATE_STORE_UNAVAILABLE"
+    assert result.error.retryable

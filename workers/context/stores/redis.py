@@ -60,7 +60,7 @@ def _unavailable(exc: BaseException) -> ContextError:
 
 _REDIS_ERRORS: ExceptionMapping = {
     redis_errors.ResponseError: _response_error,
-    (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError): _unavailable,
+    (redis_errors.RedisError, OSError): _unavailable,  # a server that speaks no Redis too
 }
 """The store's one driver-error boundary: Redis failures as coded context errors, the driver's
 exception kept as the cause for the log."""
