@@ -5,6 +5,7 @@ an answer that is not plain JSON."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from ditto import (
     define_worker,
     graph,
 )
+from ditto.adapters.sqlite import SqliteCheckpointStore
 from ditto.runtime.checkpoints import InProcessCheckpointStore
 
 pytestmark = pytest.mark.anyio
@@ -70,8 +72,18 @@ def _deep(levels: int) -> list[Any]:
 
 @pytest.mark.parametrize(
     "run_input",
-    [{1, 2}, (1, 2), b"bytes", math.nan, {"n": math.inf}, {1: "int key"}, _deep(2_000)],
-    ids=["set", "tuple", "bytes", "nan", "inf", "int-key", "2000-deep"],
+    [
+        {1, 2},
+        (1, 2),
+        b"bytes",
+        math.nan,
+        {"n": math.inf},
+        {1: "int key"},
+        _deep(2_000),
+        _deep(990),
+        _deep(257),
+    ],
+    ids=["set", "tuple", "bytes", "nan", "inf", "int-key", "2000-deep", "990-deep", "257-deep"],
 )
 async def test_a_run_input_that_is_not_plain_json_is_refused_before_anything(
     run_input: Any,
@@ -81,6 +93,17 @@ async def test_a_run_input_that_is_not_plain_json_is_refused_before_anything(
         with pytest.raises(InvalidInputError):
             await runtime.run(PLAN, run_input, checkpoint="bad-input")
         assert await store.load("bad-input") is None
+
+
+async def test_an_input_nested_as_deep_as_allowed_comes_back_equal(tmp_path: Path) -> None:
+    ask = graph("ask").node("q", "W.ASK", [], lambda i, d: {})
+    deep = _deep(250)
+    store = SqliteCheckpointStore(tmp_path / "checkpoints.sqlite")
+    async with create_ditto(workers=[WORKER], checkpoints=store) as runtime:
+        paused = await runtime.run(ask, deep, checkpoint="deep")
+        assert paused.status == "interrupted"
+        answered = await runtime.resume("deep", deep)
+    assert answered["q"].unwrap() == {"answer": deep}
 
 
 @pytest.mark.parametrize("answer", [object(), {1, 2}, math.nan, _deep(2_000)])

@@ -83,11 +83,13 @@ def plain_json(value: Any, what: str) -> bytes:
         InvalidInputError: ``value`` would not come back equal.
     """
     try:
+        if _deeper_than(value, MAX_DEPTH):
+            raise RecursionError
         encoded = canonical(value)
         same = msgspec.json.decode(encoded) == value
     except RecursionError:
         raise InvalidInputError(
-            f"{what} is nested too deeply to be checkpointed (keep it under a few hundred levels)"
+            f"{what} is nested too deeply to be checkpointed (at most {MAX_DEPTH} levels)"
         ) from None
     if not same:
         raise InvalidInputError(
@@ -95,6 +97,30 @@ def plain_json(value: Any, what: str) -> bytes:
             "booleans, None) to be checkpointed: it would come back changed"
         )
     return encoded
+
+
+MAX_DEPTH = 256
+"""Most levels of lists and dicts a checkpointed value may nest. A fixed bound, not Python's
+recursion limit: the envelope nests the value a few levels deeper, and it is decoded again on
+threads whose stacks are already deep, so a value just under the limit where it was checked
+would overflow where it is read."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` levels (without recursing)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def digest(*parts: bytes) -> str:
