@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from ditto.app.urls import url_problem
+from ditto.app.urls import split_schema, url_problem
 from ditto.errors import (
     ConfigError,
     DittoError,
@@ -179,8 +179,12 @@ def store_factory(location: str, *, create: bool) -> Callable[[], MemoryStore]:
         raise InvalidInputError(f"Memory's create must be True or False, not {create!r}")
     if location.startswith(_POSTGRES_SCHEMES):
         _check_url(location, ("postgresql", "postgres"))
+        try:  # ?schema=NAME, as `ditto memory copy` reads it: not a server setting
+            url, schema = split_schema(location)
+        except ValueError as exc:
+            raise InvalidInputError(f"Memory's database URL: {exc}") from None
         postgres = postgres_store_type()
-        return lambda: postgres.from_url(location)
+        return lambda: postgres.from_url(url, schema=schema or "ditto")
     if location.startswith(_MYSQL_SCHEMES):
         _check_url(location, ("mysql", "mariadb"))
         mysql = mysql_store_type()

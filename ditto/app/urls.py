@@ -4,9 +4,9 @@ quote the URL whole (``urlsplit`` on a bad port or bracket, asyncpg on a non-num
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ("url_problem",)
+__all__ = ("split_schema", "url_problem")
 
 
 def url_problem(text: str, schemes: tuple[str, ...]) -> str | None:
@@ -40,4 +40,30 @@ def url_problem(text: str, schemes: tuple[str, ...]) -> str | None:
         _ = parts.port
     except ValueError:
         return "its port must be a number from 0 to 65535"
+    database = parts.path.strip("/")
+    if parts.scheme in ("redis", "rediss") and database and not database.isdigit():
+        # redis-py ignores a database it cannot read as a number and uses database 0.
+        return "its database (the path after the port) must be a number, e.g. /0"
     return None
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """A PostgreSQL URL without its ``schema`` query parameter (asyncpg would send it to the
+    server as a setting, which refuses it), and that parameter (``None`` when absent).
+
+    Raises:
+        ValueError: The URL does not parse, or names more than one schema (the message never
+            quotes the URL).
+    """
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:  # urlsplit's message quotes the URL
+        raise ValueError("not a valid URL") from None
+    schemas = [value for name, value in query if name == "schema"]
+    if len(schemas) > 1:
+        raise ValueError("give one schema")
+    if schemas and not schemas[0]:
+        raise ValueError("its schema parameter is empty")
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), (schemas[0] if schemas else None)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import pytest
 
 from ditto import (
@@ -17,6 +19,8 @@ from ditto import (
     NodeFailedError,
     RuntimeClosedError,
 )
+from tests.services import PostgresSpace
+from workers.memory import MemoryItem
 
 
 def test_remember_search_get_list_and_forget(tmp_path: Path) -> None:
@@ -311,6 +315,28 @@ def test_a_malformed_database_url_is_invalid_input_at_once(url: str) -> None:
     with pytest.raises(InvalidInputError) as raised:
         Memory(url)
     assert "hunter2" not in str(raised.value)
+
+
+@pytest.mark.postgres
+def test_a_postgres_url_names_the_schema_its_records_live_in(
+    postgres_space: PostgresSpace,
+) -> None:
+    parts = urlsplit(postgres_space.url)
+    url = urlunsplit(parts._replace(query=f"schema={postgres_space.schema}"))
+    with Memory(url) as m:
+        m.add("kept in the test's own schema", key="where")
+
+    async def held() -> list[MemoryItem]:
+        from workers.memory.stores.postgres import PostgresMemoryStore
+
+        store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
+        async with store:
+            return await store.get([], ["where"], "default")
+
+    assert [item.content for item in anyio.run(held)] == ["kept in the test's own schema"]
+    for bad in ("schema=", "schema=a&schema=b"):
+        with pytest.raises(InvalidInputError, match="schema"):
+            Memory(urlunsplit(parts._replace(query=bad)))
 
 
 def test_min_score_is_a_number_from_0_to_1(tmp_path: Path) -> None:

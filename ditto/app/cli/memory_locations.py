@@ -22,12 +22,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr, ValidationError
 
 from ditto.app.config import Settings, load_config, redact_url, resolve_config_path
 from ditto.app.memory_setup import location_path
+from ditto.app.urls import split_schema
 from ditto.errors import DittoError, InvalidInputError
 
 __all__ = (
@@ -179,18 +180,13 @@ def _server(settings: Settings, role: str) -> StoreLocation:
 
 
 def _take_schema(url: str, role: str) -> tuple[str, str | None]:
-    """``url`` without its ``schema`` query parameter (asyncpg would send it to the server as
-    a setting), and that parameter."""
+    """``url`` without its ``schema`` query parameter, and that parameter."""
     try:
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError:  # urlsplit's message quotes the URL
-        raise LocationError(f"{role}: not a valid {_EXAMPLES['postgres']}") from None
-    schemas = [value for name, value in query if name == "schema"]
-    if len(schemas) > 1:
-        raise LocationError(f"{role}: give one schema")
-    rest = urlencode([(name, value) for name, value in query if name != "schema"])
-    return urlunsplit(parts._replace(query=rest)), (schemas[0] if schemas else None)
+        return split_schema(url)
+    except ValueError as exc:
+        if str(exc) == "not a valid URL":
+            raise LocationError(f"{role}: not a valid {_EXAMPLES['postgres']}") from None
+        raise LocationError(f"{role}: {exc}") from None
 
 
 _HANDLERS: dict[str, Callable[[str, str, str], StoreLocation]] = {

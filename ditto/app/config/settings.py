@@ -22,7 +22,7 @@ from ditto.app.config.memory_settings import (
 )
 from ditto.app.config.policy_settings import MemoryPolicySettings
 from ditto.app.config.retrieval_settings import RetrievalTargetSettings, RetrievalWorkerSettings
-from ditto.app.urls import url_problem
+from ditto.app.urls import split_schema, url_problem
 from ditto.contracts.node_types import is_node_type
 from ditto.runtime.limits import DEFAULT_LIMITS, RuntimeLimits
 
@@ -194,7 +194,11 @@ class MemoryWorkerSettings(_Strict):
     @field_validator("postgres_url")
     @classmethod
     def _postgres_scheme(cls, value: SecretStr | None) -> SecretStr | None:
-        _check_url(value, ("postgresql", "postgres"), "DITTO_WORKER_MEMORY_POSTGRES_URL")
+        variable = "DITTO_WORKER_MEMORY_POSTGRES_URL"
+        _check_url(value, ("postgresql", "postgres"), variable)
+        if value is not None and split_schema(value.get_secret_value())[1] is not None:
+            # asyncpg would send it to the server as a setting, which refuses it.
+            raise ValueError(f"{variable}: name the schema in workers.memory.postgres_schema")
         return value
 
     @field_validator("mysql_url")

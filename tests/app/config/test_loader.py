@@ -161,6 +161,27 @@ def test_a_bad_url_says_what_is_wrong_without_quoting_it(url: str, problem: str)
     assert "hunter2" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("variable", "url", "problem"),
+    [
+        ("DITTO_WORKER_CONTEXT_REDIS_URL", "redis://:hunter2@h:6379/notadb", "must be a number"),
+        ("DITTO_RUNTIME_REMOTE_REDIS_URL", "rediss://:hunter2@h/db1", "must be a number"),
+        ("DITTO_WORKER_MEMORY_POSTGRES_URL", "postgresql://u:hunter2@h/db?schema=x", "schema"),
+    ],
+)
+def test_a_url_part_a_driver_would_ignore_or_misread_is_refused(
+    variable: str, url: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(env={variable: url})
+    assert variable in raised.value.message
+    assert problem in raised.value.message
+    assert "hunter2" not in str(raised.value)
+    for fine in ("redis://h:6379/3", "redis://h:6379/", "redis://h", "postgresql://u@h/db"):
+        if fine.split(":")[0] in url:
+            load_config(env={variable: fine})
+
+
 def test_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml", env={})
