@@ -133,22 +133,23 @@ def test_audit_lists_every_decision_and_filters_by_principal(tmp_path: Path) -> 
     anyio.run(create)
     config = _config(tmp_path, database, "    audit: true\n    acl:\n      mode: enforce\n")
     completed = invoke_cli("memory", "list", "--config", str(config))
-    assert completed.exit_code == 4  # enforce needs a principal ...
+    assert completed.exit_code == 4  # enforce needs a principal (the refusal is audited) ...
     assert "FORBIDDEN" in completed.stderr
     for principal in ("alice", "bob"):  # ... and with one, every read is audited
         listed = invoke_cli("memory", "list", "--principal", principal, "--config", str(config))
         assert listed.exit_code == 0, listed.stderr
     entries = json.loads(invoke_cli("memory", "audit", "--json", "--config", str(config)).stdout)
     assert [(e["principal"], e["node"], e["decision"]) for e in entries] == [
+        (None, "MEMORY.QUERY", "deny"),
         ("alice", "MEMORY.QUERY", "allow"),
         ("bob", "MEMORY.QUERY", "allow"),
     ]
     bobs = invoke_cli("memory", "audit", "--principal", "bob", "--json", "--config", str(config))
     assert [entry["principal"] for entry in json.loads(bobs.stdout)] == ["bob"]
     page = invoke_cli(
-        "memory", "audit", "--after", str(entries[0]["seq"]), "--json", "--config", str(config)
+        "memory", "audit", "--after", str(entries[1]["seq"]), "--json", "--config", str(config)
     )
-    assert [entry["seq"] for entry in json.loads(page.stdout)] == [entries[1]["seq"]]
+    assert [entry["seq"] for entry in json.loads(page.stdout)] == [entries[2]["seq"]]
     table = invoke_cli("memory", "audit", "--config", str(config))
     assert "allow" in table.stdout
     assert "MEMORY.QUERY" in table.stdout

@@ -357,6 +357,20 @@ async def test_the_audit_log_records_every_read_and_write_in_order(governed: Gov
     assert [e.node for e in await governed.store.audit_log(principal="bob")] == ["MEMORY.DELETE"]
 
 
+async def test_a_call_without_a_principal_under_enforce_is_audited_as_denied(
+    governed: Governed,
+) -> None:
+    runtime = await governed.runtime(access=AccessPolicy("enforce"), audit=True)
+    assert await code(runtime, "MEMORY.GET", {"keys": ["diary"]}) == "FORBIDDEN"
+    assert await code(runtime, "MEMORY.WRITE", {"memories": [{"content": "x"}]}) == "FORBIDDEN"
+    entries = await governed.store.audit_log(limit=100)
+    assert [(e.principal, e.node, e.keys, e.decision) for e in entries] == [
+        (None, "MEMORY.GET", ["diary"], "deny"),
+        (None, "MEMORY.WRITE", [], "deny"),
+    ]
+    assert all(e.detail is not None and "principal" in e.detail for e in entries)
+
+
 async def test_audit_retention_trims_only_old_entries(governed: Governed) -> None:
     start = governed.clock.now
     events = [AuditEvent(start + n * DAY, "p", "MEMORY.GET", [f"id{n}"], "allow") for n in range(5)]

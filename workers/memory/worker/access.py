@@ -51,6 +51,7 @@ __all__ = ("HIDDEN", "OWNER_ONLY", "AccessControl", "AccessGuard", "AccessPolicy
 logger = logging.getLogger("ditto.workers.memory.access")
 
 AclMode = Literal["off", "observe", "enforce"]
+Decision = Literal["allow", "deny", "would-deny", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +90,8 @@ class AccessControl:
             raise InvalidInputError(
                 f"audit needs a store with an audit log; {type(store).__name__} has none"
             )
-        self.policy = policy
-        self.store = store
+        self.policy, self.store, self.clock = policy, store, clock
         self.log: AuditLog | None = store if audit and isinstance(store, AuditLog) else None
-        self.clock = clock
         self.checks = policy.mode != "off"
         self.enforcing = policy.mode == "enforce"
         self.silent = not self.checks and self.log is None
@@ -253,7 +252,7 @@ class AccessControl:
         self,
         ctx: NodeContext,
         ids: Sequence[str],
-        decision: Literal["allow", "deny", "would-deny", "failed"] = "allow",
+        decision: Decision = "allow",
         detail: str | None = None,
         *,
         keys: Sequence[str] = (),
@@ -296,16 +295,19 @@ class AccessControl:
             except DittoError as exc:
                 if exc.code != ErrorCode.FORBIDDEN:
                     await self._record_failure(ctx, request, exc)
+                elif self.enforcing and ctx.principal is None:  # refused before any check
+                    await self._record_failure(ctx, request, exc, "deny")
                 raise
 
         return run
 
-    async def _record_failure(self, ctx: NodeContext, request: Any, exc: DittoError) -> None:
+    async def _record_failure(
+        self, ctx: NodeContext, request: Any, exc: DittoError, decision: Decision = "failed"
+    ) -> None:
         ids, keys, categories = _named(request)
         try:
-            await self.record(
-                ctx, ids, "failed", f"{exc.code}: {exc.message}", keys=keys, categories=categories
-            )
+            detail = f"{exc.code}: {exc.message}"
+            await self.record(ctx, ids, decision, detail, keys=keys, categories=categories)
         except Exception:  # the call's own error is what the caller must see
             logger.exception("auditing a failed %s call failed", ctx.node)
 

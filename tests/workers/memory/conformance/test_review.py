@@ -311,6 +311,7 @@ async def test_reviews_are_audited_and_access_controlled(
         reviews = [e for e in await store.audit_log(limit=1000) if e.node == "MEMORY.REVIEW"]
         assert [(e.principal, e.decision, e.ids, e.detail) for e in reviews] == [
             ("eve", "deny", [private.id], "private records of another principal"),
+            (None, "deny", [contested.id], f"FORBIDDEN: {anonymous.error.message}"),
             ("alice", "allow", [contested.id, fact.id], f"accept; superseded {fact.id}"),
         ]
         assert reviews[-1].keys == ["k"]
