@@ -74,7 +74,7 @@ def apply_patch(
 
     ``archived`` alone does not touch ``updated_at``: archiving is not an edit, and retention
     measures inactivity from the last edit or use. Archiving an archived record keeps its first
-    ``archived_at``.
+    ``archived_at``; any other change revives it (unless the patch archives it too).
 
     Raises:
         MemoryStoreError: ``CONFLICT`` when ``expected_version`` is stale; what ``guard``
@@ -102,6 +102,6 @@ def apply_patch(
         changes["updated_at"] = now
     if patch.archived is True:
         changes["archived_at"] = item.archived_at or now
-    elif patch.archived is False:
-        changes["archived_at"] = None
+    elif patch.archived is False or "updated_at" in changes:
+        changes["archived_at"] = None  # an edit revives an archived record, as an upsert does
     return msgspec.structs.replace(item, **changes)

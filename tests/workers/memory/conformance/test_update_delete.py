@@ -36,6 +36,25 @@ async def test_update_is_partial_and_metadata_replaces(memory: MemoryHarness) ->
     assert nulled.version == 3
 
 
+async def test_an_edit_revives_an_archived_record_and_archiving_alone_does_not(
+    memory: MemoryHarness,
+) -> None:
+    (item,) = await memory.write({"key": "k", "content": "v1"})
+
+    async def update(patch: dict[str, object]) -> object:
+        (updated,) = (
+            await memory.ok("MEMORY.UPDATE", {"updates": [{"id": item.id, **patch}]})
+        ).items
+        return updated.archived_at
+
+    assert await update({"archived": True}) is not None
+    assert await update({"content": "v2"}) is None
+    assert [i.content for i in (await memory.ok("MEMORY.GET", {"keys": ["k"]})).items] == ["v2"]
+    assert await update({"archived": True}) is not None
+    assert await update({"content": "v3", "archived": True}) is not None  # archived as asked
+    assert await update({"archived": False}) is None
+
+
 async def test_update_of_a_missing_id_changes_nothing(memory: MemoryHarness) -> None:
     (item,) = await memory.write({"content": "before"})
     result = await memory.call(
