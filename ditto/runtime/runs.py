@@ -229,6 +229,9 @@ async def _execute(
     key_scope = request.key_scope or (run_id if checkpoint is None else checkpoint.id)
     loop = asyncio.get_running_loop()
     started = perf_counter()
+    # Tasks the run's own deadline stopped (or never let start): not the outcome of the task,
+    # so they are not checkpointed, and resuming the run runs them (as after a crash).
+    cut: set[str] = set()
 
     async def call(task: Task, node_input: Any) -> NodeResult[Any]:
         # The graph's hot path: routes and pins were checked before the run, so go straight to
@@ -236,9 +239,10 @@ async def _execute(
         # runtime.timeout_ms bounds every call: a task's timeout only shortens it.
         timeout = default_timeout if task.timeout is None else min(task.timeout, default_timeout)
         deadline = loop.time() + timeout
-        if run_deadline is not None and run_deadline < deadline:
+        by_run = run_deadline is not None and run_deadline < deadline
+        if run_deadline is not None and by_run:
             deadline = run_deadline
-        return await invoke_route(
+        result = await invoke_route(
             nested,
             routes[task.node_type],
             node_input,
@@ -250,6 +254,9 @@ async def _execute(
             answer=answers.get(task.id, NO_ANSWER) if answers else NO_ANSWER,
             retry=task.retry,
         )
+        if by_run and result.status == "timeout":
+            cut.add(task.id)
+        return result
 
     run_task: TaskCall = call if tracer is None else _traced(call, tracer, run_id, principal)
     finished: dict[int, NodeResult[Any]] | None = None
@@ -262,7 +269,7 @@ async def _execute(
         run_task,
         request.limit,
         finished=finished,
-        after=_after(plan, checkpoint, request.observe),
+        after=_after(plan, checkpoint, request.observe, cut),
     )
 
     by_id: dict[str, NodeResult[Any]] = {}
@@ -286,7 +293,7 @@ async def _execute(
             await checkpoint.begin(
                 graph_scope(graph_id), services.plans.remember(plan), request.run_input, principal
             )
-            interrupted = {info.task_id for info in interrupts}
+            interrupted = {info.task_id for info in interrupts} | cut
             await checkpoint.record_all(
                 {key: value for key, value in by_id.items() if key not in interrupted}
             )
@@ -294,7 +301,8 @@ async def _execute(
             "interrupted", [{"task": info.task_id, "payload": info.payload} for info in interrupts]
         )
     elif checkpoint is not None:
-        await checkpoint.end("failed" if failure is not None else "completed", [])
+        # Cut short by its deadline, the run is not complete: resuming it runs what was cut.
+        await checkpoint.end("failed" if failure is not None or cut else "completed", [])
 
     outcome = RunResult(
         graph_id,
@@ -339,10 +347,13 @@ def _check_payloads(interrupts: list[InterruptInfo]) -> None:
 
 
 def _after(
-    plan: Plan, checkpoint: GraphCheckpoint | None, observe: ResultObserver | None
+    plan: Plan,
+    checkpoint: GraphCheckpoint | None,
+    observe: ResultObserver | None,
+    cut: set[str],
 ) -> AfterTask | None:
-    """The scheduler's per-result hook: record the task (unless it was interrupted: it has to
-    run again), then show it to the observer."""
+    """The scheduler's per-result hook: record the task (unless it was interrupted or ``cut``
+    short by the run's deadline: it has to run again), then show it to the observer."""
     if checkpoint is None and observe is None:
         return None
     tasks = plan.tasks
@@ -351,7 +362,7 @@ def _after(
         task_id = tasks[index].id
         if checkpoint is not None:
             error = result.error
-            if error is None or error.code != _INTERRUPTED:
+            if (error is None or error.code != _INTERRUPTED) and task_id not in cut:
                 await checkpoint.record(task_id, result)
         if observe is not None:
             await observe(task_id, result)

@@ -248,6 +248,54 @@ async def test_resuming_a_completed_run_returns_its_results_without_running_anyt
     ]
 
 
+async def test_tasks_the_runs_deadline_cut_short_run_when_it_is_resumed() -> None:
+    ran: list[str] = []
+
+    async def step(value: Any, ctx: NodeContext) -> Any:
+        ran.append(value["task"])
+        if ran.count(value["task"]) == 1:  # slow the first time only
+            await anyio.sleep(value["seconds"])
+        return value["task"]
+
+    worker = define_worker("slow", {"SLOW.STEP": step})
+    plan = (
+        graph("cut")
+        .node("a", "SLOW.STEP", [], lambda i, d: {"task": "a", "seconds": 0})
+        .node("b", "SLOW.STEP", ["a"], lambda i, d: {"task": "b", "seconds": 5})
+        .node("c", "SLOW.STEP", ["b"], lambda i, d: {"task": "c", "seconds": 0})
+    )
+    async with create_ditto(workers=[worker]) as runtime:
+        first = await runtime.run(plan, checkpoint="cut", timeout=1)
+        assert {task: result.status for task, result in first.items()} == {
+            "a": "success",
+            "b": "timeout",
+            "c": "timeout",
+        }
+        assert ran == ["a", "b"]  # c never started
+        resumed = await runtime.resume("cut")
+        assert resumed.ok
+        assert ran == ["a", "b", "b", "c"]  # a was recorded; b and c were cut, not finished
+        again = await runtime.resume("cut")
+    assert again.ok
+    assert ran == ["a", "b", "b", "c"]
+
+
+async def test_a_tasks_own_timeout_is_its_outcome_and_is_recorded() -> None:
+    ran: list[str] = []
+
+    async def step(value: Any, ctx: NodeContext) -> Any:
+        ran.append(value)
+        await anyio.sleep(1)
+
+    worker = define_worker("slow", {"SLOW.STEP": step})
+    plan = graph("own").node("a", "SLOW.STEP", [], lambda i, d: "a", timeout=0.05)
+    async with create_ditto(workers=[worker]) as runtime:
+        first = await runtime.run(plan, checkpoint="own", timeout=10)
+        again = await runtime.resume("own")
+    assert first["a"].status == again["a"].status == "timeout"
+    assert ran == ["a"]
+
+
 async def test_resume_of_an_unknown_checkpoint_is_not_found() -> None:
     desk = Desk()
     async with create_ditto(workers=[desk.worker()]) as runtime:
