@@ -100,6 +100,25 @@ async def test_a_statement_timeout_is_a_clean_error(postgres_space: PostgresSpac
     assert after.ok  # the pool recovered: the next call works
 
 
+async def test_a_record_over_postgres_limits_is_a_clean_error_and_stores_nothing(
+    postgres_space: PostgresSpace,
+) -> None:
+    # About 1.3 MB of distinct words: over the 1 MB a tsvector holds.
+    huge = " ".join(f"w{n:07d}x" for n in range(130_000))
+    store = PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema)
+    try:
+        async with create_ditto(workers=[create_memory_worker(store)]) as runtime:
+            written = await runtime.invoke(
+                "MEMORY.WRITE", {"memories": [{"content": "small"}, {"content": huge}]}
+            )
+    finally:
+        await store.aclose()
+    assert written.error is not None
+    assert written.error.code == "INVALID_INPUT"
+    assert "too large" in written.error.message
+    assert await count(postgres_space) == 0
+
+
 async def test_a_schema_from_a_newer_version_is_refused(postgres_space: PostgresSpace) -> None:
     async with PostgresMemoryStore.from_url(postgres_space.url, schema=postgres_space.schema):
         pass

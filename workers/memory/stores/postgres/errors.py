@@ -65,6 +65,15 @@ def _disk_full(exc: asyncpg.exceptions.DiskFullError) -> MemoryStoreError:
     return MemoryStoreError("the memory store's disk is full", code=ErrorCode.STORE_UNAVAILABLE)
 
 
+def _too_large(exc: asyncpg.exceptions.ProgramLimitExceededError) -> MemoryStoreError:
+    # Typically the search index: a tsvector holds at most 1 MB of distinct words and
+    # positions (a record of about a megabyte of varied text), an index row about 2.7 KB.
+    return MemoryStoreError(
+        "a record is too large for PostgreSQL's limits (its text for the search index is "
+        "capped near 1 MB): store a shorter text, or keep it in the SQLite or Markdown store"
+    )
+
+
 def _unreachable(exc: BaseException) -> MemoryStoreError:
     return MemoryStoreError(
         "the memory store is unreachable", code=ErrorCode.STORE_UNAVAILABLE, retryable=True
@@ -77,6 +86,7 @@ POSTGRES_ERRORS: ExceptionMapping = {
     _REFUSED: _refused,
     asyncpg.exceptions.ReadOnlySQLTransactionError: _read_only,
     asyncpg.exceptions.DiskFullError: _disk_full,
+    asyncpg.exceptions.ProgramLimitExceededError: _too_large,
     UNREACHABLE: _unreachable,
 }
 """Every other driver failure (a constraint, a syntax error: a bug of ours) passes through."""
