@@ -18,7 +18,7 @@ from workers.memory import MemoryDraft, MemoryFilter, MemoryPatch
 from workers.memory.model.planning import WriteRules, history_entry, new_item
 from workers.memory.ports import AuditEvent
 from workers.memory.stores.markdown import MarkdownMemoryStore
-from workers.memory.stores.markdown.fileformat import parse, render, to_item
+from workers.memory.stores.markdown.fileformat import MalformedFileError, parse, render, to_item
 from workers.memory.stores.markdown.layout import decode_name, encode_name
 
 pytestmark = pytest.mark.anyio
@@ -256,3 +256,27 @@ def test_any_record_reads_back_from_its_file_exactly(
     assert len(name) <= 150
     assert not name.startswith(".")
     assert "/" not in name
+
+
+@pytest.mark.parametrize(
+    ("written", "field", "value", "content"),
+    [
+        (b"---\ncategory: 'daily'\n---\nhi\n", "category", "daily", "hi"),
+        (b"---\nsummary: 'it''s'\n---\nhi\n", "summary", "it's", "hi"),
+        (b"\xef\xbb\xbf---\ncategory: daily\n---\nhi\n", "category", "daily", "hi"),
+        (b"---\r\ncategory: daily\r\n---\r\na\r\nb\r\n", "category", "daily", "a\r\nb"),
+        (b"---\nsummary: [draft] plan\n---\nhi\n", "summary", "[draft] plan", "hi"),
+    ],
+    ids=["yaml single quotes", "yaml quote in quotes", "byte-order mark", "crlf", "bracket"],
+)
+def test_front_matter_as_a_person_or_an_editor_writes_it(
+    written: bytes, field: str, value: str, content: str
+) -> None:
+    read = parse(written)
+    assert msgspec.json.decode(read.fields[field]) == value
+    assert read.content == content
+
+
+def test_an_unclosed_quote_in_the_front_matter_is_malformed() -> None:
+    with pytest.raises(MalformedFileError, match="line 2: a quoted value is not closed"):
+        parse(b'---\nid: "oops\n---\nhi\n')

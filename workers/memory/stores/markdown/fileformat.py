@@ -95,7 +95,7 @@ def parse(data: bytes) -> RecordFile:
             given twice, or a ``content: json`` body that is not one fenced JSON block.
     """
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark some editors add
     except UnicodeDecodeError as exc:
         raise MalformedFileError(f"not UTF-8 text (byte {exc.start})") from None
     match = _FRONT.match(text)
@@ -121,18 +121,25 @@ def parse(data: bytes) -> RecordFile:
                     raise MalformedFileError(f"line {number}: content can only say 'json'")
                 json_body = True
                 continue
-            fields[name] = _json_value(value)
+            fields[name] = _json_value(value, number)
     if json_body:
         return RecordFile(fields, _json_content(body))
-    return RecordFile(fields, body[:-1] if body.endswith("\n") else body)
+    # An editor that saved the file with Windows line endings ended it with "\r\n", not the
+    # "\n" the store writes (the body's own line endings are the content's).
+    crlf = match is not None and match.group(0).endswith("\r\n") and body.endswith("\r\n")
+    return RecordFile(fields, body[:-2] if crlf else body[:-1] if body.endswith("\n") else body)
 
 
-def _json_value(value: str) -> bytes:
+def _json_value(value: str, number: int) -> bytes:
     raw = value.encode("utf-8")
     try:
         msgspec.json.decode(raw)
-    except msgspec.DecodeError:  # a person's unquoted string
-        return _encode.encode(value)
+    except msgspec.DecodeError:
+        if len(value) >= 2 and value[0] == value[-1] == "'":  # YAML's single-quoted string
+            return _encode.encode(value[1:-1].replace("''", "'"))
+        if value.startswith('"'):  # a quoted string not closed: never part of the value
+            raise MalformedFileError(f"line {number}: a quoted value is not closed") from None
+        return _encode.encode(value)  # a person's unquoted string
     return raw
 
 
