@@ -72,6 +72,29 @@ async def test_a_locked_database_is_a_retryable_store_timeout(tmp_path: Path) ->
         assert await store.count(MemoryFilter()) == 4
 
 
+async def test_closing_while_another_connection_holds_the_write_lock_succeeds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "locked.sqlite"
+    await fill_store(path, 2)
+    idle = SqliteMemoryStore(path, busy_timeout_ms=10)
+    used = SqliteMemoryStore(path, busy_timeout_ms=10)
+    await idle.open()
+    await used.open()
+    (item,) = await used.query(MemoryFilter(), OrderBy("created_at"), 1, None)
+    await used.record_usage([item.id], item.created_at)
+    with write_locked(path), caplog.at_level("WARNING", "ditto.workers.memory.sqlite"):
+        await idle.aclose()  # nothing pending: takes no lock
+        assert not caplog.records
+        await used.aclose()  # counters pending: they are given up, and said so
+    assert [r.getMessage() for r in caplog.records] == [
+        "closed the memory store without recording the usage counters of 1 record(s): "
+        "another connection held the file's write lock"
+    ]
+    async with SqliteMemoryStore(path) as store:
+        assert await store.count(MemoryFilter()) == 2
+
+
 async def test_the_driver_error_stays_the_cause(tmp_path: Path) -> None:
     path = tmp_path / "locked.sqlite"
     await fill_store(path, 1)

@@ -185,6 +185,18 @@ class SqliteThreads:
             await self.flush()
         except StoreVanishedError:
             pass  # the file is gone: there is nowhere to keep the counters
+        except MemoryStoreError as exc:
+            if exc.code != "STORE_TIMEOUT":
+                raise
+            # Another connection held the write lock past busy_timeout_ms: closing must not
+            # fail for counters of use (the records themselves are all committed).
+            with self._usage_lock:
+                lost = len(self._pending_usage)
+            logger.warning(
+                "closed the memory store without recording the usage counters of %d "
+                "record(s): another connection held the file's write lock",
+                lost,
+            )
         finally:
             async with self._open_lock:
                 self._closed = True
@@ -334,11 +346,13 @@ class SqliteThreads:
             self._writer.put(request)
 
     async def flush(self) -> None:
-        """Apply pending usage counters now."""
+        """Apply pending usage counters now (none pending: no transaction, no lock taken)."""
         if self._usage_timer is not None:
             self._usage_timer.cancel()
             self._usage_timer = None
-        if self._writer is not None:
+        with self._usage_lock:
+            pending = bool(self._pending_usage)
+        if self._writer is not None and pending:
             await self.write(_nothing)
 
 
