@@ -90,7 +90,10 @@ async def _compare(
     store_a: MemoryStore, store_b: MemoryStore, only: str | None, history: bool
 ) -> list[_Namespace]:
     from workers.memory.maintenance.checksums import store_checksums
+    from workers.memory.maintenance.transfer import check_readable
 
+    await check_readable(store_a, "A")
+    await check_readable(store_b, "B")
     with progress_bar() as progress:
         task = progress.add_task("checksums", total=2)
         sums_a = await store_checksums(store_a, namespace=only, history=history)

@@ -117,6 +117,30 @@ def test_a_second_copy_changes_nothing(seeded: Path, tmp_path: Path) -> None:
     _assert_equal(f"sqlite://{seeded}", target)
 
 
+def test_a_markdown_file_that_does_not_read_stops_copy_and_verify(
+    seeded: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "md"
+    _copy(f"sqlite://{seeded}", f"markdown:{folder}")
+    broken = sorted(folder.rglob("*.md"))[0]
+    broken.write_text('---\nid: "unclosed\n---\nhello\n')
+    for command in (("copy",), ("verify",)):
+        refused = invoke_cli("memory", *command, f"markdown:{folder}", f"sqlite:{tmp_path}/back.db")
+        assert refused.exit_code == 3, refused.stderr
+        assert "STORE_CORRUPT" in refused.stderr
+        assert "1 file(s) it cannot read as records" in refused.stderr
+        assert broken.name in refused.stderr
+    assert not (tmp_path / "back.db").exists() or _verify_count(tmp_path / "back.db") == 0
+
+
+def _verify_count(path: Path) -> int:
+    async def count() -> int:
+        async with SqliteMemoryStore(path) as store:
+            return await store.count(everything())
+
+    return anyio.run(count)
+
+
 class _Interrupted(Exception):
     pass
 

@@ -27,6 +27,7 @@ __all__ = (
     "Page",
     "TransferConflict",
     "TransferCounts",
+    "check_readable",
     "copy_store",
     "everything",
     "held_differently",
@@ -174,6 +175,7 @@ async def copy_store(
             either store keeps none.
     """
     require(target, RecordImport)
+    await check_readable(source, "the source")
     source_log = require(source, HistoryLog) if history else None
     if history:
         require(target, HistoryLog)
@@ -187,6 +189,22 @@ async def copy_store(
             part = "records" if page.records else "history"
             progress(part, counts.done[part], total if part == "records" else None)
     return counts
+
+
+async def check_readable(store: MemoryStore, name: str) -> None:
+    """Refuse a store that holds records it cannot read (a Markdown file edited into something
+    that is not a record): a copy would be short of them, and a comparison would say equal.
+
+    Raises:
+        MemoryStoreError: ``STORE_CORRUPT`` naming the first such file.
+    """
+    unreadable = (await store.health()).get("unreadable_files")
+    if isinstance(unreadable, list) and unreadable:
+        raise MemoryStoreError(
+            f"{name} holds {len(unreadable)} file(s) it cannot read as records (first: "
+            f"{unreadable[0]}): fix or move them, then try again",
+            code=ErrorCode.STORE_CORRUPT,
+        )
 
 
 async def _write_records(

@@ -141,7 +141,14 @@ class MarkdownBase(MemoryStore):
         return descriptor
 
     def _describe(self) -> dict[str, Any]:
-        return {"folder": str(self.path), "records": len(self._folder.items)}
+        # A file that does not read as a record (skipped with a warning at each change) is
+        # named here, so that what copies or checks the store can tell it is incomplete.
+        unreadable = sorted(name for name, file in self._folder.files.items() if file.id is None)
+        return {
+            "folder": str(self.path),
+            "records": len(self._folder.items),
+            "unreadable_files": unreadable,
+        }
 
 
 def _ignore_also(ignore: Path, name: str) -> None:
