@@ -78,8 +78,10 @@ __all__ = ("SCHEMA", "SqliteCheckpointStore")
 
 T = TypeVar("T")
 
-_LOAD = "SELECT scope, envelope, updated_at FROM checkpoints WHERE id = ?"
-_LOAD_RECORDS = "SELECT key, value FROM checkpoint_records WHERE checkpoint_id = ? ORDER BY seq"
+_LOAD = "SELECT scope, envelope, updated_at, records FROM checkpoints WHERE id = ?"
+_LOAD_RECORDS = (
+    "SELECT seq, key, value FROM checkpoint_records WHERE checkpoint_id = ? ORDER BY seq"
+)
 _LIST = (
     "SELECT id, scope, updated_at, records FROM checkpoints "
     "ORDER BY updated_at DESC, id DESC LIMIT ?"
@@ -227,16 +229,21 @@ class SqliteCheckpointStore:
             row = connection.execute(_LOAD, (checkpoint_id,)).fetchone()
             if row is None:
                 return None
-            records = connection.execute(_LOAD_RECORDS, (checkpoint_id,)).fetchall()
-            scope, envelope, updated_at = row
+            rows = connection.execute(_LOAD_RECORDS, (checkpoint_id,)).fetchall()
+            scope, envelope, updated_at, count = row
             if (
                 type(scope) is not str
                 or type(envelope) is not bytes
                 or type(updated_at) is not float
-                or not all(type(k) is str and type(v) is bytes for k, v in records)
+                # The count the next append numbers its records from: one edited away from
+                # the records held would make every later append collide with them.
+                or count != len(rows)
+                or [seq for seq, _, _ in rows] != list(range(len(rows)))
+                or not all(type(k) is str and type(v) is bytes for _, k, v in rows)
             ):
                 raise _corrupt()
-            return StoredCheckpoint(checkpoint_id, scope, envelope, tuple(records), updated_at)
+            records = tuple((key, value) for _, key, value in rows)
+            return StoredCheckpoint(checkpoint_id, scope, envelope, records, updated_at)
 
         return await self._read(read)
 

@@ -165,6 +165,33 @@ async def test_a_file_that_is_not_a_database_is_corrupt_and_its_path_is_not_show
         await store.aclose()
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE checkpoints SET records = 0",
+        "UPDATE checkpoints SET records = 5",
+        "DELETE FROM checkpoint_records WHERE seq = 0",
+    ],
+    ids=["count lowered", "count raised", "a record gone"],
+)
+async def test_an_edited_record_count_is_corrupt_not_an_outage(tmp_path: Path, edit: str) -> None:
+    path = tmp_path / "cp.sqlite"
+    store = SqliteCheckpointStore(path)
+    try:
+        await store.save("run", "graph:g", b"envelope")
+        await store.append("run", [("a", b"1"), ("b", b"2")])
+        assert [key for key, _ in (await store.load("run")).records] == ["a", "b"]
+        with sqlite3.connect(path) as connection:
+            connection.execute(edit)
+        connection.close()
+        with pytest.raises(CheckpointError) as raised:
+            await store.load("run")
+        assert raised.value.code == "CHECKPOINT_CORRUPT"
+        assert not raised.value.retryable
+    finally:
+        await store.aclose()
+
+
 async def test_a_path_that_cannot_be_created_is_unavailable(tmp_path: Path) -> None:
     blocker = tmp_path / "private-file"
     blocker.write_text("a file where a folder should be")
