@@ -36,6 +36,7 @@ __all__ = (
     "GROUP",
     "HEARTBEAT_SCRIPT",
     "RENEW_SCRIPT",
+    "REPLIES_TTL_MS",
     "SEEN_MARGIN_MS",
     "SEND_SCRIPT",
     "calls_key",
@@ -56,7 +57,12 @@ SEEN_MARGIN_MS = 60_000
 after that is past its deadline on any worker whose clock is less than this far behind, so it is
 never started (workers warn about a clock more than 2 s off Redis's)."""
 
-SEND_SCRIPT = """
+REPLIES_TTL_MS = 120_000
+"""A caller's reply stream expires this long after its caller last refreshed it (about every
+second, while it listens): the stream of a caller killed without closing does not stay for
+ever, and once it is gone workers drop the replies to it."""
+
+SEND_SCRIPT = f"""
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 if redis.call('ZCOUNT', KEYS[2], now_ms, '+inf') == 0 then return 'NO_WORKER' end
@@ -64,6 +70,7 @@ if redis.call('ZCOUNT', KEYS[4], now_ms, '+inf') == 0 then return 'KEY_MISMATCH'
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'FULL' end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('XADD', KEYS[3], 'MAXLEN', '0', '*', 'open', '1')
+  redis.call('PEXPIRE', KEYS[3], {REPLIES_TTL_MS})
 end
 local entry = redis.pcall('XADD', KEYS[1], ARGV[3], 'e', ARGV[2])
 if type(entry) == 'table' and entry.err then

@@ -24,6 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
+from ditto.adapters.redis.keys import REPLIES_TTL_MS
 from ditto.errors import DittoError, ErrorCode
 from ditto.runtime.transports.envelope import ReplyEnvelope, Signer
 
@@ -114,7 +115,11 @@ class ReplyListener:
                     self._checks += 1
                     issued = self._checks
                     self._check_due = loop.time() + CHECK_INTERVAL
-                    marker = await self._client.set(self._marker, b"1", px=MARKER_TTL_MS, get=True)
+                    # One round trip: the marker, and the reply stream's lease on life.
+                    refresh = self._client.pipeline(transaction=False)
+                    refresh.set(self._marker, b"1", px=MARKER_TTL_MS, get=True)
+                    refresh.pexpire(self._reply_to, REPLIES_TTL_MS)
+                    marker, _ = await refresh.execute()
                     if marker is None and self._marked:
                         self._fail_lost(issued)
                     self._marked = True

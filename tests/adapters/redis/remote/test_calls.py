@@ -525,3 +525,23 @@ async def test_a_closed_runtime_leaves_no_reply_stream(cluster: Cluster) -> None
     assert results[0].status == "success", results[0].error
     leftovers = [key async for key in cluster.client.scan_iter(match=f"{cluster.prefix}replies:*")]
     assert leftovers == []
+
+
+async def test_a_reply_stream_expires_unless_its_caller_keeps_listening(cluster: Cluster) -> None:
+    """A caller killed without closing leaves its reply stream behind: it expires by itself
+    (workers then drop replies to it), and a live caller keeps renewing it."""
+    from ditto.adapters.redis.keys import REPLIES_TTL_MS
+
+    await cluster.start("w1", concurrency=1)
+    async with cluster.caller([WORK]) as runtime:
+        assert (await runtime.invoke(WORK, {"n": 1}, timeout=10)).ok
+        (stream,) = [
+            key async for key in cluster.client.scan_iter(match=f"{cluster.prefix}replies:*")
+        ]
+        assert 0 < await cluster.client.pttl(stream) <= REPLIES_TTL_MS
+        await cluster.client.pexpire(stream, 10_000)  # as if time passed: the caller renews it
+
+        async def renewed() -> bool:
+            return await cluster.client.pttl(stream) > 10_000
+
+        await eventually(renewed, message="the listening caller renewed its reply stream")
